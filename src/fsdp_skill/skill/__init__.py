@@ -1,0 +1,1 @@
+"""The installable bundle: SKILL.md is hand-written, references/ is rendered from knowledge."""
