@@ -1,0 +1,82 @@
+"""Launch small multi-rank programs on CPU (gloo) for the tests.
+
+``run_ranks`` starts a script under ``torchrun --standalone`` (which picks a free port for
+its rendezvous), bounded by a timeout that kills the whole process group, so a program that
+hangs on purpose cannot outlive its test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def quiet_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a rank: one thread per rank on a small machine, unbuffered output."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONWARNINGS": "ignore",
+            "MASTER_ADDR": "127.0.0.1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+def run_ranks(
+    script: str | Path,
+    nproc: int,
+    args: Sequence[str] = (),
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    torchrun_args: Sequence[str] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` on ``nproc`` ranks under torchrun; stdout and stderr are captured.
+
+    On timeout the process group is killed and the CompletedProcess has ``returncode`` -9
+    and whatever output had been produced.
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        *torchrun_args,
+        str(script),
+        *args,
+    ]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=quiet_env(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        code = -9
+    return subprocess.CompletedProcess(command, code, out, err)

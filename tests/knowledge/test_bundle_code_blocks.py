@@ -1,0 +1,71 @@
+"""Every Python block the bundle ships is either run (CPU, gloo) or compiled and symbol-checked.
+
+A block's run mode is the word after ``python`` in its fence: ``ws=1|2|4`` runs it as a script
+under torchrun at that world size and expects exit 0; ``gpu`` and ``snippet`` compile it and
+check that every torch name it uses resolves in the installed torch. A block with no mode fails.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill import markdown, symbols
+from fsdp_skill.bundle_files import BUNDLE_DIR
+from fsdp_skill.knowledge import RUN_MODES
+from tests.distributed import run_ranks
+
+
+def _blocks() -> list[tuple[str, markdown.CodeBlock]]:
+    found = []
+    for md in sorted(BUNDLE_DIR.rglob("*.md")):
+        rel = md.relative_to(BUNDLE_DIR).as_posix()
+        for block in markdown.code_blocks(md.read_text(encoding="utf-8")):
+            if block.language in ("python", "py"):
+                found.append((rel, block))
+    return found
+
+
+BLOCKS = _blocks()
+RUNNABLE = [(rel, b) for rel, b in BLOCKS if b.tags and b.tags[0].startswith("ws=")]
+COMPILED = [(rel, b) for rel, b in BLOCKS if not (b.tags and b.tags[0].startswith("ws="))]
+
+
+def _id(item: tuple[str, markdown.CodeBlock]) -> str:
+    return f"{item[0]}:{item[1].line}"
+
+
+@pytest.mark.parametrize("item", BLOCKS, ids=[_id(i) for i in BLOCKS])
+def test_block_has_a_run_mode(item):
+    rel, block = item
+    assert block.tags and block.tags[0] in RUN_MODES, (
+        f"{rel}:{block.line}: a Python block needs a run mode after the language, "
+        f"one of {RUN_MODES}"
+    )
+
+
+@pytest.mark.parametrize("item", COMPILED, ids=[_id(i) for i in COMPILED])
+def test_compiled_block_parses_and_names_resolve(item):
+    rel, block = item
+    compile(block.code, f"{rel}:{block.line}", "exec")
+    unresolved = [
+        name
+        for _, name in symbols.longest_names(symbols.names_in_code(block.code))
+        if not symbols.resolve(name)
+    ]
+    assert not unresolved, f"{rel}:{block.line}: torch names that do not resolve: {unresolved}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("item", RUNNABLE, ids=[_id(i) for i in RUNNABLE])
+def test_runnable_block_runs(item, tmp_path: Path):
+    rel, block = item
+    world_size = int(block.tags[0].removeprefix("ws="))
+    script = tmp_path / "example.py"
+    script.write_text(block.code, encoding="utf-8")
+    result = run_ranks(script, world_size, timeout=180, cwd=tmp_path)
+    assert result.returncode == 0, (
+        f"{rel}:{block.line} failed at world size {world_size} (exit {result.returncode})\n"
+        f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-6000:]}"
+    )
