@@ -152,23 +152,25 @@ def choose_folders(
 
     Clients that read several folders would list the skill twice if it sat in two of them,
     so the choice first minimises such duplicates, then the number of folders, then the
-    use of legacy folders. Returns ``{folder: [client names that read it]}``.
+    use of legacy folders, and last prefers each client's own folder over shared ones. Returns ``{folder: [client names that read it]}``.
     """
     clients = [CLIENTS[n] for n in names]
     readers = {c.name: reads(c, scope_root, home, project) for c in clients}
     candidates = sorted({f for folders in readers.values() for f in folders})
 
-    def cost(chosen: tuple[Path, ...]) -> tuple[int, int, int] | None:
+    def cost(chosen: tuple[Path, ...]) -> tuple[int, int, int, int] | None:
         duplicates = 0
+        preference = 0
         for folders in readers.values():
-            seen = sum(1 for f in chosen if f in folders)
-            if seen == 0:
+            seen = [folders.index(f) for f in chosen if f in folders]
+            if not seen:
                 return None
-            duplicates += seen - 1
+            duplicates += len(seen) - 1
+            preference += min(seen)
         legacy = sum(1 for f in chosen for c in clients if is_legacy(c, f, home))
-        return duplicates, len(chosen), legacy
+        return duplicates, len(chosen), legacy, preference
 
-    best: tuple[tuple[int, int, int], tuple[Path, ...]] | None = None
+    best: tuple[tuple[int, int, int, int], tuple[Path, ...]] | None = None
     for size in range(1, len(candidates) + 1):
         for chosen in itertools.combinations(candidates, size):
             score = cost(chosen)

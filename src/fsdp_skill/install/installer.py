@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,10 +88,13 @@ def _check_writable(skills_dir: Path) -> None:
     target = skills_dir / SKILL_NAME
     if target.exists() and not target.is_dir():
         raise UsageError(f"destination {target} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK) or (
-        target.exists() and not os.access(target, os.W_OK | os.X_OK)
-    ):
-        raise UsageError(f"destination {probe} is not writable")
+    # os.access() says yes to root even on read-only mounts: probe with a real file.
+    try:
+        fd, name = tempfile.mkstemp(prefix=".fsdp-skill-probe-", dir=probe)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise UsageError(f"destination {probe} is not writable ({exc.strerror})") from None
 
 
 def read_manifest(bundle_dir: Path) -> dict | None:
@@ -191,6 +195,34 @@ def _install_one(
     if dry_run:
         return
 
+    try:
+        _write_bundle(target, bundle_dir, files, kept, obsolete, new_hashes, created)
+    except OSError as exc:
+        if manifest is None:
+            _remove_empty(created)
+        raise UsageError(
+            f"cannot write {bundle_dir}: {exc.strerror or exc}; the previous state is unchanged"
+        ) from None
+
+
+def _remove_empty(folders: list[str]) -> None:
+    """Remove the folders install created, deepest first, where they are empty."""
+    for created in folders:
+        folder = Path(created)
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+def _write_bundle(
+    target: Target,
+    bundle_dir: Path,
+    files: dict[str, bytes],
+    kept: list[str],
+    obsolete: list[str],
+    new_hashes: dict[str, str],
+    created: list[str],
+) -> None:
+    """Build the new bundle in a staging folder beside the target, then swap it in."""
     target.skills_dir.mkdir(parents=True, exist_ok=True)
     with atomic.staging_dir(target.skills_dir, SKILL_NAME) as staging:
         if bundle_dir.exists():
@@ -299,7 +331,4 @@ def _remove_bundle(bundle_dir: Path, manifest: dict, report: Report) -> None:
         return
     (bundle_dir / MANIFEST).unlink()
     bundle_dir.rmdir()
-    for created in manifest.get("created_dirs", []):
-        folder = Path(created)
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+    _remove_empty(manifest.get("created_dirs", []))
