@@ -18,6 +18,7 @@ from pathlib import Path
 from fsdp_skill import SKILL_NAME, __version__, atomic
 from fsdp_skill.bundle_files import BUNDLE_DIR, bundle_files, is_executable, sha256
 from fsdp_skill.errors import UsageError
+from fsdp_skill.install import mcp_config
 from fsdp_skill.install.clients import CLIENTS, choose_folders, detect, reads
 
 MANIFEST = ".fsdp-skill-manifest.json"
@@ -43,6 +44,8 @@ class Report:
     skipped: list[dict] = field(default_factory=list)
     removed: list[dict] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    mcp: list[dict] = field(default_factory=list)
+    """MCP server registrations in JSON-configured clients (added, updated, removed, skipped)."""
 
 
 def _home() -> Path:
@@ -53,6 +56,30 @@ def _validate_clients(names: list[str]) -> None:
     unknown = [n for n in names if n not in CLIENTS]
     if unknown:
         raise UsageError(f"unknown client {', '.join(unknown)!s}; choose from {', '.join(CLIENTS)}")
+
+
+def split_clients(clients: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """The skill clients and the MCP clients among ``clients`` (None: none named, detect)."""
+    if not clients:
+        return None, None
+    unknown = [n for n in clients if n not in CLIENTS and n not in mcp_config.MCP_CLIENTS]
+    if unknown:
+        known = list(CLIENTS) + [n for n in mcp_config.MCP_CLIENTS if n not in CLIENTS]
+        raise UsageError(f"unknown client {', '.join(unknown)}; choose from {', '.join(known)}")
+    names = list(dict.fromkeys(clients))
+    return [n for n in names if n in CLIENTS], [n for n in names if n in mcp_config.MCP_CLIENTS]
+
+
+def _finish_mcp(changes: list, skipped: list[dict], dry_run: bool, report: Report) -> None:
+    for change in changes:
+        if change.action != "up to date":
+            report.actions.append(mcp_config.describe(change))
+            if not dry_run:
+                mcp_config.apply(change)
+        report.mcp.append(change.as_dict())
+    for entry in skipped:
+        report.actions.append(f"mcp skipped: {entry['path']}: {entry['reason']}")
+    report.mcp.extend(skipped)
 
 
 def plan_targets(
@@ -255,15 +282,24 @@ def install(
     force: bool = False,
     dry_run: bool = False,
     bundle: Path = BUNDLE_DIR,
+    mcp: bool = True,
 ) -> Report:
     """Install the bundle for ``clients`` (default: those detected) and return a report.
 
     ``project`` installs into that project's skill folders, ``dest`` into ``dest/pytorch-fsdp``.
     Files the user edited since the last install are kept unless ``force``; a second install
     with nothing new writes nothing. Raises UsageError before writing anything when a target
-    cannot be written.
+    cannot be written. With ``mcp``, the MCP server is also registered in the JSON-configured
+    clients that were named, or (none named) whose config file exists.
     """
-    targets, notes = plan_targets(clients, project, dest)
+    skill_names, mcp_names = split_clients(clients)
+    mcp_changes, mcp_skipped = (
+        mcp_config.plan_all(mcp_names, _home(), project) if mcp and dest is None else ([], [])
+    )
+    if clients and not skill_names and dest is None:
+        targets, notes = [], []
+    else:
+        targets, notes = plan_targets(skill_names, project, dest)
     for target in targets:
         _check_writable(target.skills_dir)
         if target.path.exists():
@@ -273,6 +309,7 @@ def install(
     report.actions.extend(notes)
     for target in targets:
         _install_one(target, files, force, dry_run, report)
+    _finish_mcp(mcp_changes, mcp_skipped, dry_run, report)
     return report
 
 
@@ -281,17 +318,26 @@ def uninstall(
     project: Path | None = None,
     dest: Path | None = None,
     dry_run: bool = False,
+    mcp: bool = True,
 ) -> Report:
-    """Remove what install wrote: unedited files it listed, and the folders it created."""
+    """Remove what install wrote: unedited files it listed, and the folders it created.
+
+    With ``mcp``, also removes this toolkit's MCP server entry (and nothing else) from the
+    JSON-configured clients that were named, or (none named) from every one of them.
+    """
     home = _home()
+    skill_names, mcp_names = split_clients(clients)
+    mcp_changes, mcp_skipped = (
+        mcp_config.plan_all(mcp_names, home, project, remove=True)
+        if mcp and dest is None
+        else ([], [])
+    )
     readers: dict[Path, list[str]] = {}
     if dest is not None:
         readers[Path(dest)] = ["dest"]
     else:
-        if clients:
-            _validate_clients(clients)
         root = Path(project) if project is not None else home
-        for name in clients or list(CLIENTS):
+        for name in skill_names if skill_names is not None else list(CLIENTS):
             for folder in reads(CLIENTS[name], root, home, project is not None):
                 readers.setdefault(folder, []).append(name)
     found = [
@@ -300,6 +346,9 @@ def uninstall(
         if (folder / SKILL_NAME).is_dir()
     ]
     report = Report()
+    # MCP entries go first: a config file they empty is deleted, so that the folders the
+    # bundle's install created (e.g. .cursor) can be removed with the bundle.
+    _finish_mcp(mcp_changes, mcp_skipped, dry_run, report)
     for skills_dir, names, manifest in found:
         if manifest is None:
             continue
