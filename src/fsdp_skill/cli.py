@@ -134,6 +134,128 @@ def render(check) -> int:
 # --- tools: each section below belongs to one module; keep edits inside your section ------
 
 
+# --- tools: plan (memory and communication planner) ---------------------------------------
+
+
+@cli.command("plan", context_settings=CONTEXT)
+@click.option("--params", metavar="N", help="Parameter count: 7b, 70B, 1.3e9, 350M.")
+@click.option(
+    "--model-config",
+    metavar="FILE",
+    help="A Hugging Face config.json (Llama, Mistral, Qwen2/3, GPT-2, GPT-NeoX, Mixtral).",
+)
+@click.option(
+    "--model",
+    "model_id",
+    metavar="ID",
+    help="A bundled name (llama-3-8b, mixtral-8x7b...) or a hub id read with AutoConfig.",
+)
+@click.option("--gpus", type=int, required=True, help="GPUs in total, over all nodes.")
+@click.option("--nodes", type=int, default=1, show_default=True, help="Machines.")
+@click.option("--gpu-memory", required=True, metavar="SIZE", help="Per GPU: 80GB, 80GiB, 24G.")
+@click.option("--seq-len", type=int, default=4096, show_default=True)
+@click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per GPU.")
+@click.option(
+    "--precision", type=click.Choice(["bf16", "fp16", "fp32"]), default="bf16", show_default=True
+)
+@click.option(
+    "--reduce-dtype",
+    type=click.Choice(["fp32", "bf16", "fp16"]),
+    default="fp32",
+    show_default=True,
+    help="Gradient reduce-scatter dtype (MixedPrecisionPolicy.reduce_dtype).",
+)
+@click.option(
+    "--optimizer",
+    type=click.Choice(["adamw", "adam", "sgd", "sgd-nomomentum"]),
+    default="adamw",
+    show_default=True,
+)
+@click.option(
+    "--activation-checkpointing", is_flag=True, help="Compare only checkpointed strategies."
+)
+@click.option(
+    "--attention", type=click.Choice(["sdpa", "eager"]), default="sdpa", show_default=True
+)
+@click.option(
+    "--headroom", type=float, default=0.10, show_default=True, help="Fraction kept free."
+)
+@click.option("--bandwidth", metavar="RATE", help="Bus bandwidth within a node: 150GB/s.")
+@click.option("--inter-node-bandwidth", metavar="RATE", help="Between nodes: 400Gbps, 25GB/s.")
+@click.option(
+    "--interconnect",
+    type=click.Choice(["nvlink", "pcie"]),
+    default="nvlink",
+    show_default=True,
+    help="Default intra-node bandwidth when --bandwidth is not given.",
+)
+@click.option(
+    "--network",
+    type=click.Choice(["infiniband", "ethernet"]),
+    default="infiniband",
+    show_default=True,
+    help="Default inter-node bandwidth when --inter-node-bandwidth is not given.",
+)
+@click.option("--cpu-memory", metavar="SIZE", help="CPU memory per node, to check offloading.")
+@click.option("--torch-version", metavar="X.Y", help="Write the snippet for this torch.")
+@json_option
+def plan_command(
+    params,
+    model_config,
+    model_id,
+    gpus,
+    nodes,
+    gpu_memory,
+    seq_len,
+    micro_batch,
+    precision,
+    reduce_dtype,
+    optimizer,
+    activation_checkpointing,
+    attention,
+    headroom,
+    bandwidth,
+    inter_node_bandwidth,
+    interconnect,
+    network,
+    cpu_memory,
+    torch_version,
+    as_json,
+) -> int:
+    """Will it fit, which strategy, what will it cost: memory and communication per GPU."""
+    from fsdp_skill.plan import plan as run_plan
+
+    result = run_plan(
+        params=params,
+        model_config=model_config,
+        model=model_id,
+        gpus=gpus,
+        nodes=nodes,
+        gpu_memory=gpu_memory,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        precision=precision,
+        optimizer=optimizer,
+        activation_checkpointing=activation_checkpointing,
+        reduce_dtype=reduce_dtype,
+        attention=attention,
+        headroom=headroom,
+        bandwidth=bandwidth,
+        inter_node_bandwidth=inter_node_bandwidth,
+        interconnect=interconnect,
+        network=network,
+        cpu_memory=cpu_memory,
+        torch_version=torch_version,
+    )
+    if as_json:
+        emit_json(result)
+    else:
+        from fsdp_skill.plan.report import render_text
+
+        echo(render_text(result, rich=sys.stdout.isatty()))
+    return 0 if result["recommendation"]["strategy"] else 1
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
     try:

@@ -1,0 +1,179 @@
+"""The code that applies a recommended strategy, written for the user's torch version.
+
+Version facts: ``fully_shard`` and its policies are public in ``torch.distributed.fsdp`` from
+2.6 (https://docs.pytorch.org/docs/2.6/distributed.fsdp.fully_shard.html); 2.4 and 2.5 ship
+them as ``torch.distributed._composable.fsdp``; before 2.4 only FSDP1
+(``FullyShardedDataParallel``) exists.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from fsdp_skill.knowledge import version_tuple
+from fsdp_skill.plan.setup import Setup
+from fsdp_skill.plan.strategies import Strategy
+
+# Where each family keeps its decoder layers in the Hugging Face model classes.
+LAYERS_ATTR = {"gpt2": "model.transformer.h", "gpt_neox": "model.gpt_neox.layers"}
+DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
+
+
+def installed_torch_version() -> str | None:
+    """The installed torch's version string, read from package metadata (torch not imported)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def render(setup: Setup, strategy: Strategy, torch_version: str | None) -> str:
+    """A Python snippet that applies ``strategy`` to a model called ``model``."""
+    version = version_tuple(torch_version) if torch_version else (99,)
+    if strategy.base == "ddp":
+        return _ddp(setup, strategy)
+    if version < (2, 4):
+        return _fsdp1(setup, strategy)
+    module = "torch.distributed.fsdp" if version >= (2, 6) else "torch.distributed._composable.fsdp"
+    return _fsdp2(setup, strategy, module)
+
+
+def _layers(setup: Setup) -> str:
+    return LAYERS_ATTR.get(setup.spec.family, "model.model.layers")
+
+
+def _checkpointing_lines(setup: Setup) -> list[str]:
+    if setup.spec.exact:
+        return [
+            "# activation checkpointing: each decoder layer keeps only its input",
+            'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})',
+        ]
+    return [
+        "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (",
+        "    apply_activation_checkpointing,",
+        ")",
+        "",
+        "# activation checkpointing: each decoder layer keeps only its input",
+        "apply_activation_checkpointing(",
+        f"    model, check_fn=lambda m: any(m is layer for layer in {_layers(setup)})",
+        ")",
+    ]
+
+
+def _fsdp2(setup: Setup, strategy: Strategy, module: str) -> str:
+    names = ["MixedPrecisionPolicy", "fully_shard"]
+    if strategy.offload:
+        names.insert(0, "CPUOffloadPolicy")
+    lines = [
+        "import torch",
+        "from torch.distributed.device_mesh import init_device_mesh",
+        f"from {module} import {', '.join(names)}",
+        "",
+    ]
+    if strategy.base == "hsdp":
+        lines += [
+            "# replicate across nodes, shard within each node",
+            f'mesh = init_device_mesh("cuda", ({setup.nodes}, {setup.gpus_per_node}), '
+            'mesh_dim_names=("replicate", "shard"))',
+        ]
+    else:
+        lines.append(f'mesh = init_device_mesh("cuda", ({setup.gpus},))')
+    if setup.precision == "fp32":
+        lines.append("mp = MixedPrecisionPolicy()  # fp32 everywhere")
+    else:
+        lines.append(
+            f"mp = MixedPrecisionPolicy(param_dtype={DTYPES[setup.precision]}, "
+            f"reduce_dtype={DTYPES[setup.reduce_dtype]})"
+        )
+    kwargs = "mesh=mesh, mp_policy=mp"
+    if strategy.offload:
+        lines.append("offload = CPUOffloadPolicy()  # sharded params, grads, optimizer on CPU")
+        kwargs += ", offload_policy=offload"
+    lines.append("")
+    if strategy.checkpointing:
+        lines += [*_checkpointing_lines(setup), ""]
+    reshard = strategy.reshard_after_forward
+    lines += [
+        "# one FSDP unit per decoder layer, then the root (embeddings, norm, head)",
+        f"for layer in {_layers(setup)}:",
+        f"    fully_shard(layer, {kwargs}, reshard_after_forward={reshard})",
+        f"fully_shard(model, {kwargs})",
+        "",
+        f"optimizer = {_optimizer(setup)}",
+    ]
+    if strategy.offload:
+        lines.append("# with CPU offload the optimizer step runs on the CPU shards")
+    return "\n".join(lines) + "\n"
+
+
+def _optimizer(setup: Setup) -> str:
+    if setup.optimizer.startswith("sgd"):
+        momentum = 0.0 if setup.optimizer == "sgd-nomomentum" else 0.9
+        return f"torch.optim.SGD(model.parameters(), lr=1e-2, momentum={momentum})"
+    cls = "Adam" if setup.optimizer == "adam" else "AdamW"
+    return f"torch.optim.{cls}(model.parameters(), lr=3e-4)"
+
+
+def _fsdp1(setup: Setup, strategy: Strategy) -> str:
+    sharding = {
+        "full-shard": "FULL_SHARD",
+        "no-reshard": "SHARD_GRAD_OP",
+        "hsdp": "HYBRID_SHARD",
+    }[strategy.base]
+    dtype = DTYPES[setup.precision]
+    lines = [
+        "# torch < 2.4 has no fully_shard: FSDP1 with the equivalent sharding strategy",
+        "import functools",
+        "",
+        "import torch",
+        "from torch.distributed.fsdp import (",
+        "    CPUOffload,",
+        "    FullyShardedDataParallel as FSDP,",
+        "    MixedPrecision,",
+        "    ShardingStrategy,",
+        ")",
+        "from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy",
+        "",
+        "layer_cls = type(" + _layers(setup) + "[0])",
+        "model = FSDP(",
+        "    model,",
+        "    auto_wrap_policy=functools.partial(",
+        "        transformer_auto_wrap_policy, transformer_layer_cls={layer_cls}",
+        "    ),",
+        f"    sharding_strategy=ShardingStrategy.{sharding},",
+        f"    mixed_precision=MixedPrecision(param_dtype={dtype}, "
+        f"reduce_dtype={DTYPES[setup.reduce_dtype]}),",
+        f"    cpu_offload=CPUOffload(offload_params={strategy.offload}),",
+        "    device_id=torch.cuda.current_device(),",
+        "    use_orig_params=True,",
+        ")",
+        f"optimizer = {_optimizer(setup)}",
+    ]
+    if strategy.checkpointing:
+        lines += ["", *_checkpointing_lines(setup)]
+    return "\n".join(lines) + "\n"
+
+
+def _ddp(setup: Setup, strategy: Strategy) -> str:
+    lines = [
+        "import torch",
+        "from torch.nn.parallel import DistributedDataParallel as DDP",
+        "",
+    ]
+    if strategy.checkpointing:
+        lines += [*_checkpointing_lines(setup), ""]
+    lines += [
+        'device = torch.device("cuda", torch.cuda.current_device())',
+        "model = DDP(model.to(device), device_ids=[device.index], gradient_as_bucket_view=True)",
+        f"optimizer = {_optimizer(setup)}",
+        "",
+        "# in the training loop:",
+    ]
+    if setup.precision == "fp32":
+        lines.append("#     loss = model(**batch).loss")
+    else:
+        lines.append(f'#     with torch.autocast("cuda", dtype={DTYPES[setup.precision]}):')
+        lines.append("#         loss = model(**batch).loss")
+    if setup.precision == "fp16":
+        lines.append("#     use torch.amp.GradScaler for fp16")
+    return "\n".join(lines) + "\n"
