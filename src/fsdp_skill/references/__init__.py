@@ -1,0 +1,70 @@
+"""Reference pages from the official sources: the installed torch, or the official docs site.
+
+``refresh(bundle_dir, source)`` regenerates the pages of one source inside a bundle's
+``references/`` and rebuilds the search index, atomically, and reports which sections were
+added, removed or changed. Importing this package is cheap; torch is imported by the
+``installed`` source only, inside the call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fsdp_skill.errors import UsageError
+
+SOURCES = ("installed", "web")
+
+
+def refresh(
+    bundle_dir: str | Path,
+    source: str = "installed",
+    url: str | None = None,
+    progress: bool = False,
+    **options,
+) -> dict:
+    """Rebuild the ``source`` pages of the bundle at ``bundle_dir``; return what changed.
+
+    ``{"source", "torch_version", "sections", "added", "removed", "changed"}`` (and, for the
+    web, ``pages`` fetched and ``failures``). ``options`` go to the crawler (budgets,
+    timeouts, retries) for the web source. Raises UsageError for a bad bundle or source, or
+    when the source gives nothing (torch not importable, every page failing).
+    """
+    from fsdp_skill.references import rebuild as machinery
+
+    if source not in SOURCES:
+        raise UsageError(f"unknown source {source!r}; choose from {', '.join(SOURCES)}")
+    if url and source != "web":
+        raise UsageError("a URL only makes sense with the web source")
+    bundle = machinery.check_bundle(Path(bundle_dir))
+    extra: dict = {}
+    if source == "installed":
+        from fsdp_skill.references import api
+
+        try:
+            version, pages = api.build_pages()
+        except api.TorchMissing as exc:
+            raise UsageError(str(exc)) from None
+
+        def owned(name: str, text: str) -> bool:
+            return name.startswith(api.PAGE_PREFIX) and api.is_generated(text)
+
+    else:
+        from fsdp_skill.references import crawler, web_pages
+        from fsdp_skill.symbols import torch_version
+
+        result = crawler.crawl_pages(url=url, progress=progress, **options)
+        if not result.pages:
+            reasons = "; ".join(f"{f.url}: {f.reason}" for f in result.failures[:3])
+            raise UsageError(f"no page could be fetched ({reasons or 'nothing in scope'})")
+        pages = web_pages.render_pages(result.pages)
+        version = torch_version() or "not installed"
+        extra = {
+            "pages": sorted(p.url for p in result.pages),
+            "failures": [f.as_dict() for f in result.failures],
+        }
+        owned = web_pages.owner(f.url for f in result.failures)
+    old, new = machinery.replace_pages(bundle, pages, owned)
+    report = {"source": source, "torch_version": version, "sections": len(new)}
+    report.update(machinery.diff_sections(old, new))
+    report.update(extra)
+    return report

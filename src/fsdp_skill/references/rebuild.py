@@ -1,0 +1,87 @@
+"""Rebuild a bundle's generated reference pages and its search index, all or nothing.
+
+The new ``references/`` folder is assembled beside the old one (pages nobody regenerates are
+copied over unchanged), indexed, compared section by section with the old one, and only then
+swapped in with one atomic rename. Any failure before the swap leaves the bundle untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from fsdp_skill import atomic
+from fsdp_skill.errors import UsageError
+from fsdp_skill.search import index, sections
+
+_STAMP = re.compile(r"^\*(\w+) · torch [^ ]+ · \[official docs\]\([^)]*\)\*$", re.MULTILINE)
+
+
+def _fingerprint(section: sections.Section) -> str:
+    """A hash of what a section says, ignoring the version stamp every API section carries."""
+    text = _STAMP.sub(r"*\1*", section.text)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def diff_sections(old: list[sections.Section], new: list[sections.Section]) -> dict[str, list[str]]:
+    """Ids added, removed and changed between two lists of sections, each list sorted."""
+    before = {s.id: _fingerprint(s) for s in old}
+    after = {s.id: _fingerprint(s) for s in new}
+    return {
+        "added": sorted(after.keys() - before.keys()),
+        "removed": sorted(before.keys() - after.keys()),
+        "changed": sorted(i for i in after.keys() & before.keys() if before[i] != after[i]),
+    }
+
+
+def _safe_name(name: str) -> str:
+    """Refuse page names that could land outside the references folder."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*\.md", name) or ".." in name:
+        raise ValueError(f"refusing to write a page named {name!r}")
+    return name
+
+
+def replace_pages(
+    bundle: Path, pages: dict[str, str], owned: Callable[[str, str], bool]
+) -> tuple[list[sections.Section], list[sections.Section]]:
+    """Swap in ``references/`` with ``pages`` written and the pages ``owned`` no longer wants
+    removed; every other page is kept byte for byte. Returns (old sections, new sections).
+    """
+    references = bundle / "references"
+    old = sections.bundle_sections(bundle)
+    with atomic.staging_dir(bundle, "references") as stage:
+        new_refs = stage / "references"
+        new_refs.mkdir()
+        if references.is_dir():
+            for path in sorted(references.iterdir()):
+                if path.is_symlink() or not path.is_file():
+                    continue
+                keep = path.name not in pages and not (
+                    path.suffix == ".md" and owned(path.name, path.read_text(encoding="utf-8"))
+                )
+                if keep:
+                    shutil.copy2(path, new_refs / path.name)
+        for name, text in sorted(pages.items()):
+            target = new_refs / _safe_name(name)
+            if target.resolve().parent != new_refs.resolve():
+                raise ValueError(f"refusing to write {name!r} outside the references folder")
+            atomic.write_text(target, text)
+        index.build(stage)  # the index of the new pages is ready before anyone can see them
+        new = sections.bundle_sections(stage)
+        if references.exists():
+            atomic.replace_dir(new_refs, references)
+        else:
+            new_refs.rename(references)
+    return old, new
+
+
+def check_bundle(bundle: Path) -> Path:
+    bundle = Path(bundle)
+    if not bundle.is_dir():
+        raise UsageError(f"{bundle} is not a folder (give the skill bundle to refresh)")
+    if not (bundle / "SKILL.md").is_file() and not (bundle / "references").is_dir():
+        raise UsageError(f"{bundle} is not a skill bundle: no SKILL.md or references/")
+    return bundle

@@ -1,0 +1,148 @@
+"""The SQLite FTS5 index of a bundle's sections, cached by content hash.
+
+The index file is named after a hash of the reference pages and of the indexing code, so a
+changed page or a changed tokenizer gets a fresh index and a stale one is never read. Files
+are built aside and renamed into place: a reader sees a whole index or none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from fsdp_skill.search import sections, tokens
+
+_CODE = ("sections.py", "index.py", "tokens.py", "glossary.py")
+_STALE_AFTER_S = 7 * 24 * 3600
+
+COLUMNS = ("title", "headings", "keywords", "body")
+"""FTS5 columns, in the order of the weights ``query`` passes to ``bm25``."""
+
+
+def cache_dir() -> Path:
+    """Where index files live: ``$FSDP_SKILL_CACHE``, else the user's cache folder."""
+    explicit = os.environ.get("FSDP_SKILL_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fsdp-skill"
+
+
+def content_key(bundle: Path) -> str:
+    """A hash of every indexed page (name and bytes) and of the code that indexes them."""
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in _CODE:
+        digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    for page in sections.reference_pages(bundle):
+        digest.update(page.name.encode() + b"\0" + page.read_bytes() + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def index_path(bundle: Path) -> Path:
+    return cache_dir() / f"search-{content_key(bundle)}.sqlite"
+
+
+_SCHEMA = """
+CREATE VIRTUAL TABLE fts USING fts5(
+    title, headings, keywords, body, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TABLE section (
+    rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
+    url TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL
+);
+"""
+
+
+def _searchable_body(section: sections.Section) -> str:
+    """The section text without Markdown link targets (URLs would only add noise words)."""
+    import re
+
+    return re.sub(r"\]\([^)]*\)", "]", section.text)
+
+
+def write_index(path: Path, found: list[sections.Section]) -> None:
+    """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        db = sqlite3.connect(tmp)
+        try:
+            db.executescript(_SCHEMA)
+            for rowid, s in enumerate(found, start=1):
+                body = _searchable_body(s)
+                keywords = " ".join(
+                    part
+                    for part in (
+                        tokens.identifier_words(s.title + " " + s.headings),
+                        tokens.identifier_words(body),
+                        s.id.split(":", 1)[-1].replace("#", " ").replace("-", " "),
+                    )
+                    if part
+                )
+                db.execute(
+                    "INSERT INTO fts(rowid, title, headings, keywords, body) VALUES (?,?,?,?,?)",
+                    (rowid, s.title, f"{s.page_title} {s.headings}", keywords, body),
+                )
+                db.execute(
+                    "INSERT INTO section VALUES (?,?,?,?,?,?,?)",
+                    (rowid, s.id, s.title, s.path, s.url, s.kind, s.text),
+                )
+            db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
+            db.commit()
+        finally:
+            db.close()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _prune(keep: Path) -> None:
+    """Remove index files nobody has used for a week (other bundles, older contents)."""
+    now = time.time()
+    for old in keep.parent.glob("search-*.sqlite"):
+        if old != keep:
+            with contextlib.suppress(OSError):
+                if now - old.stat().st_atime > _STALE_AFTER_S:
+                    old.unlink()
+
+
+def build(bundle: Path) -> Path:
+    """Make sure the index of ``bundle`` exists; return its path."""
+    path = index_path(bundle)
+    if not path.exists():
+        write_index(path, sections.bundle_sections(bundle))
+        _prune(path)
+    return path
+
+
+def connect(bundle: Path) -> sqlite3.Connection:
+    """A read-only connection to the index of ``bundle``, building the index when missing.
+
+    When the cache folder cannot be written, the index is built in memory instead.
+    """
+    try:
+        path = build(bundle)
+    except OSError:
+        db = sqlite3.connect(":memory:")
+        _fill_memory(db, bundle)
+        return db
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "index.sqlite"
+        write_index(path, sections.bundle_sections(bundle))
+        source = sqlite3.connect(path)
+        source.backup(db)
+        source.close()

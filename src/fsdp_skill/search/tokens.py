@@ -1,0 +1,92 @@
+"""Words for the index and for queries: identifiers split, stop words dropped, glossary applied.
+
+The index's tokenizer (FTS5 ``porter unicode61``) already splits on ``_`` and ``.``, so
+``init_device_mesh`` and ``device mesh`` meet. What it cannot do is split ``CamelCase``
+(``MixedPrecisionPolicy``) or read Chinese, so this module adds those words explicitly.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fsdp_skill.search.glossary import CJK_TERMS, ENGLISH_TERMS
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b)|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+STOP_WORDS = frozenset(
+    """a about after all also am an and any are as at be been before being but by can could
+    did do does doing done during each else for from get gets getting got had has have how
+    i if in into is it its just me more most my need needs no not of on one only or other our
+    out over same should so some such than that the their them then there these they this
+    those to too under up use used uses using very via want was way we were what when where
+    which while who why will with without would you your yet again please help does anyone
+    still instead work works working happen happens""".split()
+)
+"""English words too common in questions to say what a question is about."""
+
+
+def split_identifier(name: str) -> list[str]:
+    """``MixedPrecisionPolicy`` -> mixed, precision, policy; ``init_device_mesh`` -> 3 words."""
+    words: list[str] = []
+    for part in re.split(r"[._]+", name):
+        words.extend(w.lower() for w in _CAMEL.findall(part))
+    return [w for w in words if w]
+
+
+def identifier_words(text: str) -> str:
+    """The split words of every CamelCase or snake_case identifier in ``text``, space-joined.
+
+    Indexed in a column of their own, so a section that names ``FullyShardedDataParallel``
+    is also found by "fully sharded data parallel".
+    """
+    seen: dict[str, None] = {}
+    for match in _IDENT.finditer(text):
+        name = match.group(0)
+        if "_" not in name and "." not in name and name.islower():
+            continue
+        for word in split_identifier(name):
+            seen.setdefault(word, None)
+    return " ".join(seen)
+
+
+def _glossary_words(query: str) -> tuple[list[str], str]:
+    """Words the glossary adds for ``query``, and the query with its Chinese terms removed."""
+    added: list[str] = []
+    rest = query
+    for term in CJK_TERMS:  # longest first, so 混合精度 wins over 精度
+        if term in rest:
+            added.extend(CJK_TERMS[term].split())
+            rest = rest.replace(term, " ")
+    lowered = f" {' '.join(_WORD.findall(rest.lower()))} "
+    for term, words in ENGLISH_TERMS.items():
+        if f" {term} " in lowered:
+            added.extend(words.split())
+    return added, rest
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct lower-case words a query is searched with, in query order."""
+    added, rest = _glossary_words(query)
+    words: list[str] = []
+    for match in _IDENT.finditer(rest):
+        name = match.group(0)
+        parts = split_identifier(name)
+        if len(parts) > 1 and name.lower() not in STOP_WORDS:
+            words.append(name.lower().replace(".", "_"))
+        words.extend(parts)
+    words.extend(w.lower() for w in _WORD.findall(rest) if w.isdigit())
+    words.extend(added)
+    out: dict[str, None] = {}
+    for word in words:
+        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+            continue
+        out.setdefault(word, None)
+    return list(out)
+
+
+def has_cjk(text: str) -> bool:
+    """True if ``text`` contains Chinese (CJK) characters."""
+    return bool(_CJK.search(text))

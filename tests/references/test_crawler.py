@@ -1,0 +1,180 @@
+"""The crawler against a local docs site: scope, conversion, cache, faults, safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill.references import crawler, refresh
+from tests.references.docs_server import HUGE_BYTES, docs_server
+
+FAST = {"timeout": 0.5, "retries": 2, "backoff": 0.01, "max_page_bytes": HUGE_BYTES // 2}
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path / "cache"))
+
+
+def _bundle(tmp_path: Path) -> Path:
+    bundle = tmp_path / "bundle" / "pytorch-fsdp"
+    (bundle / "references").mkdir(parents=True)
+    (bundle / "SKILL.md").write_text("---\nname: pytorch-fsdp\n---\n")
+    (bundle / "references" / "mine.md").write_text("# Mine\n\n## Kept\n\nuser text\n")
+    return bundle
+
+
+def test_crawl_converts_pages_and_stays_in_scope():
+    with docs_server() as (base, log):
+        result = crawler.crawl_pages(url=f"{base}/docs/distributed.html", **FAST)
+    urls = {p.url for p in result.pages}
+    assert f"{base}/docs/distributed.html" in urls
+    assert f"{base}/docs/fsdp.html" in urls
+    asked = log.paths()
+    assert not any(p.startswith("/outside") for p in asked)
+    assert not any("?" in p for p in asked)
+    assert "/docs/index.html" not in asked  # in the folder but about no topic
+    page = next(p for p in result.pages if p.url.endswith("/distributed.html"))
+    text = page.markdown
+    assert page.title == "Distributed communication package - torch.distributed"
+    assert "## Backends" in text and "### Which backend to use?" in text
+    assert "| Backend | CPU | GPU |" in text and "all_reduce \\| broadcast" in text
+    assert "### torch.distributed.init_process_group" in text
+    assert "```python snippet\nimport torch.distributed as dist" in text
+    assert "```bash\n$ torchrun" in text
+    assert "> **Note:**" in text
+    assert "- Rule of thumb: use **NCCL** for GPU training." in text
+    assert "  - Nested point about *InfiniBand*." in text
+    assert "[source]" not in text and "#\n" not in text and "Elsewhere" not in text
+    old_theme = next(p for p in result.pages if p.url.endswith("/fsdp.html"))
+    assert "```pycon\n>>> sharded_module = FSDP(my_module)" in old_theme.markdown
+    assert "> **Warning:**" in old_theme.markdown
+    assert "Distributed" not in old_theme.markdown.split("\n")[0]  # the left menu is dropped
+
+
+def test_faults_are_reported_and_bounded():
+    with docs_server() as (base, log):
+        result = crawler.crawl_pages(url=f"{base}/docs/distributed.html", **FAST)
+    reasons = {f.url.rsplit("/", 1)[-1]: f.reason for f in result.failures}
+    assert "timed out" in reasons["distributed-slow.html"]
+    assert log.count("/docs/distributed-slow.html") == FAST["retries"]  # retried, then given up
+    assert reasons["fsdp-missing.html"] == "HTTP 404"
+    assert log.count("/docs/fsdp-missing.html") == 1  # a 404 is not retried
+    assert reasons["fsdp-loop.html"].startswith("redirect loop")
+    assert "byte budget" in reasons["fsdp-huge.html"]
+
+
+def test_page_and_byte_budgets():
+    with docs_server() as (base, _):
+        result = crawler.crawl_pages(url=f"{base}/docs/distributed.html", max_pages=1, **FAST)
+    assert len(result.pages) == 1
+    assert any("page budget of 1" in f.reason for f in result.failures)
+    with docs_server() as (base, _):
+        result = crawler.crawl_pages(url=f"{base}/docs/distributed.html", max_bytes=10, **FAST)
+    assert len(result.pages) == 1 and any("byte budget" in f.reason for f in result.failures)
+
+
+def test_validators_are_cached_and_sent_back():
+    with docs_server() as (base, log):
+        seed = (f"{base}/docs/fsdp-cached.html",)
+        first = crawler.crawl_pages(seeds=seed, **FAST)
+        second = crawler.crawl_pages(seeds=seed, **FAST)
+    assert first.pages[0].markdown == second.pages[0].markdown
+    headers = [h for p, h in log.requests if p == "/docs/fsdp-cached.html"]
+    assert "if-none-match" not in headers[0]
+    assert headers[1]["if-none-match"] == '"fsdp-cached-v1"'
+    assert second.bytes == 0  # 304: nothing downloaded again
+
+
+def test_web_refresh_writes_only_inside_the_references_folder(tmp_path):
+    bundle = _bundle(tmp_path)
+    before = {p for p in tmp_path.rglob("*") if "cache" not in p.parts}
+    with docs_server() as (base, _):
+        report = refresh(bundle, source="web", url=f"{base}/docs/distributed.html", **FAST)
+    after = {p for p in tmp_path.rglob("*") if "cache" not in p.parts}
+    created = after - before
+    assert created and all(p.parent == bundle / "references" for p in created)
+    names = sorted(p.name for p in created)
+    assert all(n.startswith("web-") and n.endswith(".md") for n in names)
+    assert "web-escape-fsdp.md" in names
+    assert not (tmp_path / "evil").exists() and not list(Path("/tmp").glob("distributed-evil*"))
+    assert (bundle / "references" / "mine.md").read_text() == "# Mine\n\n## Kept\n\nuser text\n"
+    assert "web-distributed#backends" in report["added"]
+    assert report["failures"] and report["pages"]
+    page = (bundle / "references" / "web-distributed.md").read_text()
+    assert f"Source: <{base}/docs/distributed.html> · fetched " in page
+
+
+def test_web_refresh_keeps_pages_that_failed_this_time(tmp_path):
+    bundle = _bundle(tmp_path)
+    with docs_server() as (base, _):
+        refresh(bundle, source="web", seeds=(f"{base}/docs/fsdp-cached.html",), **FAST)
+    page = bundle / "references" / "web-fsdp-cached.md"
+    assert page.exists()
+    with docs_server() as (base, _):
+        seeds = (f"{base}/docs/fsdp-cached.html", f"{base}/docs/fsdp-missing.html")
+        report = refresh(bundle, source="web", seeds=seeds, cache=False, **FAST)
+    assert page.exists() and report["removed"] == []
+
+
+def test_cli_json_is_one_document_and_progress_stays_off_pipes(tmp_path):
+    bundle = _bundle(tmp_path)
+    env = {**os.environ, "FSDP_SKILL_CACHE": str(tmp_path / "cache")}
+    with docs_server() as (base, _):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fsdp_skill",
+                "refresh",
+                "--source",
+                "web",
+                "--url",
+                f"{base}/docs/fsdp.html",
+                "--dest",
+                str(bundle),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {"source", "torch_version", "sections", "added", "removed", "changed"} <= set(report)
+    assert proc.stderr == ""
+
+
+def test_unreachable_site_is_a_usage_error_and_changes_nothing(tmp_path):
+    bundle = _bundle(tmp_path)
+    before = sorted(p.name for p in (bundle / "references").iterdir())
+    with docs_server() as (base, _):
+        url = f"{base}/docs/fsdp-missing.html"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fsdp_skill",
+            "refresh",
+            "--source",
+            "web",
+            "--url",
+            url,
+            "--dest",
+            str(bundle),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "FSDP_SKILL_CACHE": str(tmp_path / "cache")},
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("fsdp-skill: error: no page could be fetched")
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in (bundle / "references").iterdir()) == before

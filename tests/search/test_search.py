@@ -1,0 +1,143 @@
+"""Search and show over a bundle's reference pages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fsdp_skill.errors import UsageError
+from fsdp_skill.search import index, search, sections, show
+from fsdp_skill.search.tokens import identifier_words, query_terms, split_identifier
+
+
+def _ids(query: str, bundle, k: int = 3) -> list[str]:
+    return [r["id"] for r in search(query, k=k, bundle=bundle)["results"]]
+
+
+def test_section_ids_follow_files_and_headings(bundle):
+    ids = [s.id for s in sections.bundle_sections(bundle)]
+    assert "fsdp2#reshard-after-forward" in ids
+    assert "fsdp2#meshes-for-hsdp" in ids
+    assert "fsdp2" in ids  # the page intro
+    assert "fsdp2#contents" not in ids
+    assert "pitfall:collective-order-mismatch" in ids
+    assert "env:NCCL_SOCKET_IFNAME" in ids
+    assert "api:torch.distributed.device_mesh.init_device_mesh" in ids
+    assert not any(i.startswith("fsdp2#with-an-int") for i in ids)  # ### stays inside its ##
+
+
+def test_identifiers_and_words_find_the_same_section(bundle):
+    api = "api:torch.distributed.device_mesh.init_device_mesh"
+    assert _ids("init_device_mesh", bundle)[0] == api
+    assert api in _ids("device mesh init", bundle)
+    assert _ids("MixedPrecisionPolicy", bundle)[0] == "fsdp2#mixed-precision"
+    assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
+
+
+def test_title_outranks_body(bundle):
+    assert _ids("hang", bundle)[0] == "pitfall:collective-order-mismatch"
+
+
+def test_chinese_and_everyday_words_use_the_glossary(bundle):
+    assert _ids("训练卡住了怎么办", bundle)[0] == "pitfall:collective-order-mismatch"
+    assert _ids("保存检查点时显存不足", bundle)[0] == "pitfall:full-state-dict-oom"
+    assert _ids("my job is frozen", bundle)[0] == "pitfall:collective-order-mismatch"
+    assert _ids("which 网卡 does nccl use", bundle)[0] == "env:NCCL_SOCKET_IFNAME"
+
+
+def test_results_carry_the_contract_fields_and_a_snippet(bundle):
+    found = search("reshard after forward", k=2, bundle=bundle)
+    assert found["query"] == "reshard after forward"
+    top = found["results"][0]
+    assert set(top) == {"id", "title", "path", "url", "score", "snippet"}
+    assert top["path"] == "references/fsdp2.md"
+    assert top["url"].startswith("https://docs.pytorch.org/")
+    assert "**reshard**" in top["snippet"].lower() or "**forward**" in top["snippet"].lower()
+    assert top["score"] > 0
+
+
+def test_show_prints_the_whole_section_for_every_id(bundle):
+    for section in sections.bundle_sections(bundle):
+        shown = show(section.id, bundle=bundle)
+        assert shown["text"] == section.text
+        assert shown["title"] == section.title
+    hsdp = show("fsdp2#meshes-for-hsdp", bundle=bundle)["text"]
+    assert hsdp.startswith("## Meshes for HSDP") and "from torch.distributed" in hsdp
+    env = show("env:TORCH_DISTRIBUTED_DEBUG", bundle=bundle)["text"]
+    assert "Extra checks | logs." in env
+
+
+def test_bad_input_is_a_usage_error(bundle):
+    with pytest.raises(UsageError):
+        search("  ", bundle=bundle)
+    with pytest.raises(UsageError):
+        search("fsdp", k=0, bundle=bundle)
+    with pytest.raises(UsageError, match="did you mean fsdp2#reshard-after-forward"):
+        show("reshard-after-forward", bundle=bundle)
+    assert search("的 了 吗", bundle=bundle)["results"] == []  # nothing to search with
+
+
+def test_index_follows_the_content_and_is_written_atomically(bundle, tmp_path):
+    first = index.build(bundle)
+    assert index.build(bundle) == first
+    page = bundle / "references" / "fsdp2.md"
+    page.write_text(page.read_text() + "\n## Prefetching\n\nExplicit prefetch of all-gathers.\n")
+    assert index.build(bundle) != first
+    assert _ids("explicit prefetch", bundle)[0] == "fsdp2#prefetching"
+    leftovers = [p.name for p in first.parent.iterdir() if not p.name.endswith(".sqlite")]
+    assert leftovers == []
+
+
+def test_identifier_splitting():
+    assert split_identifier("MixedPrecisionPolicy") == ["mixed", "precision", "policy"]
+    assert split_identifier("init_device_mesh") == ["init", "device", "mesh"]
+    assert split_identifier("NCCL_DEBUG_SUBSYS") == ["nccl", "debug", "subsys"]
+    assert split_identifier("FSDPModule") == ["fsdp", "module"]
+    assert "sharded" in identifier_words("use FullyShardedDataParallel here").split()
+    assert query_terms("How do I use the FSDPModule?") == ["fsdpmodule", "fsdp", "module"]
+    assert "hang" in query_terms("训练卡住")
+
+
+def test_cli_search_and_show_never_import_torch(bundle):
+    env = {**os.environ, "FSDP_SKILL_BUNDLE": str(bundle)}
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['fsdp-skill', *sys.argv[1:]]\n"
+        "try:\n"
+        "    runpy.run_module('fsdp_skill', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "    raise\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code, "search", "device", "mesh", "--json", "-k", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert found.returncode == 0, found.stderr
+    results = json.loads(found.stdout)["results"]
+    assert len(results) == 2
+    shown = subprocess.run(
+        [sys.executable, "-c", code, "show", results[0]["id"]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("## ")
+    missing = subprocess.run(
+        [sys.executable, "-c", code, "show", "nope#nothing"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("fsdp-skill: error: no section 'nope#nothing'")
