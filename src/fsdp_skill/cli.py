@@ -134,6 +134,86 @@ def render(check) -> int:
 # --- tools: each section below belongs to one module; keep edits inside your section ------
 
 
+# --- tools: search / show / refresh (references and the search index) ---------------------
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("query", nargs=-1, required=True)
+@click.option("-k", "k", default=5, show_default=True, help="How many sections to return.")
+@json_option
+def search(query, k, as_json) -> int:
+    """Find the reference sections that answer QUERY (English or Chinese)."""
+    from fsdp_skill.search import search as run_search
+
+    found = run_search(" ".join(query), k=k)
+    if as_json:
+        emit_json(found)
+        return 0
+    if not found["results"]:
+        echo(f"no section matches {found['query']!r}")
+    for rank, hit in enumerate(found["results"], start=1):
+        echo(f"{rank}. {hit['id']}  {hit['title']}  ({hit['path']})")
+        echo(f"   {hit['snippet']}")
+    return 0
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("section_id", metavar="ID")
+@json_option
+def show(section_id, as_json) -> int:
+    """Print one whole reference section (an ID that search returned)."""
+    from fsdp_skill.search import show as run_show
+
+    section = run_show(section_id)
+    if as_json:
+        emit_json(section)
+        return 0
+    echo(section["text"].rstrip("\n"))
+    echo("")
+    where = " · ".join(part for part in (section["id"], section["path"], section["url"]) if part)
+    echo(f"[{where}]")
+    return 0
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--source",
+    type=click.Choice(["installed", "web"]),
+    default="installed",
+    show_default=True,
+    help="installed: API references from the torch this Python imports; web: crawl the docs.",
+)
+@click.option("--url", "url", metavar="BASE", help="With --source web: crawl from this page.")
+@click.option(
+    "--dest",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Bundle folder to refresh (default: the one the toolkit ships).",
+)
+@json_option
+def refresh(source, url, dest, as_json) -> int:
+    """Rebuild the API references and the search index atomically; report what changed."""
+    from fsdp_skill.references import refresh as run_refresh
+    from fsdp_skill.search import bundle_dir
+
+    if url and source != "web":
+        raise UsageError("--url needs --source web")
+    report = run_refresh(dest or bundle_dir(), source=source, url=url, progress=not as_json)
+    if as_json:
+        emit_json(report)
+        return 0
+    for key, mark in (("added", "+"), ("removed", "-"), ("changed", "~")):
+        for sid in report[key]:
+            echo(f"{mark} {sid}")
+    for failure in report.get("failures", []):
+        echo(f"! {failure['url']}: {failure['reason']}", err=True)
+    echo(
+        f"{report['sections']} sections ({report['source']}, torch {report['torch_version']}): "
+        f"{len(report['added'])} added, {len(report['removed'])} removed, "
+        f"{len(report['changed'])} changed"
+    )
+    return 0
+
+
 # --- tools: plan (memory and communication planner) ---------------------------------------
 
 
