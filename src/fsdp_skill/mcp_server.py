@@ -1,0 +1,388 @@
+"""``fsdp-skill mcp``: the toolkit's functions as an MCP server over stdio.
+
+Tools mirror the command line (same argument names, same JSON results): ``search``,
+``show``, ``lint``, ``plan``, ``explain``, ``hang`` and ``env``. The skill's references are
+served as resources (``fsdp://skill/SKILL.md``, ``fsdp://references/<file>``).
+
+Every argument is bounded (text size, number of paths, ranges), and a path argument must lie
+inside a root the client declared (MCP roots) or one given with ``--root``. A bad argument or
+a failing tool comes back as a tool error; the server keeps running.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tool signatures at runtime,
+# and they name types local to build_server.
+import functools
+import inspect
+import json
+import sys
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlparse
+
+from fsdp_skill import SKILL_NAME, __version__
+from fsdp_skill.errors import UsageError
+
+MAX_TEXT = 1_000_000
+"""Characters of code or log text one call may send."""
+MAX_QUERY = 1_000
+MAX_ID = 300
+MAX_PATH = 4_096
+MAX_LINT_PATHS = 100
+MAX_HANG_PATHS = 1_024
+MAX_CODES = 100
+CODE_PATTERN = r"^[A-Za-z]+[0-9]*$"
+RESOURCE_SCHEME = "fsdp"
+
+INSTRUCTIONS = """\
+Expert help for PyTorch FSDP / FSDP2 training. Start with `search` (ranked sections of the
+skill's references) and `show` (one whole section). `lint` checks training code for FSDP
+pitfalls (pass `code` as text, or `paths` inside your roots), `plan` estimates per-GPU memory
+and recommends a sharding strategy, `explain` maps an error message or log to its cause and
+fix, `hang` reads every rank's logs or flight-recorder dumps and finds where the ranks
+diverged, `env` checks this machine's distributed setup and recommends a backend. The
+references are also available as resources."""
+
+
+def bundle_dir() -> Path:
+    """The skill bundle whose references are served (the one search reads)."""
+    try:
+        from fsdp_skill.search import bundle_dir as search_bundle
+    except ImportError:
+        from fsdp_skill.bundle_files import BUNDLE_DIR
+
+        return BUNDLE_DIR
+    return search_bundle()
+
+
+# --- roots -----------------------------------------------------------------------------
+
+
+def root_paths(uris: Sequence[str]) -> list[Path]:
+    """Local folders named by ``file://`` root URIs (other schemes are ignored)."""
+    found = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+            found.append(Path(unquote(parsed.path)))
+    return found
+
+
+def check_path(raw: str, roots: Sequence[Path]) -> Path:
+    """``raw`` resolved (relative: against the first root), if it lies inside a root.
+
+    Symbolic links are resolved first, so a link cannot lead outside the roots.
+    Raises UsageError otherwise, or if the path does not exist.
+    """
+    if not roots:
+        raise UsageError(
+            "no roots: the client declared no roots and the server was started without "
+            "--root, so no file may be read; pass the text itself instead"
+        )
+    if not raw or len(raw) > MAX_PATH or "\x00" in raw:
+        raise UsageError(f"bad path {raw[:80]!r}")
+    path = Path(raw)
+    if not path.is_absolute():
+        path = roots[0] / path
+    resolved = path.resolve()
+    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        allowed = ", ".join(str(r) for r in roots)
+        raise UsageError(f"{raw} is outside the client's roots ({allowed})")
+    if not resolved.exists():
+        raise UsageError(f"{raw} does not exist")
+    return resolved
+
+
+# --- the server ------------------------------------------------------------------------
+
+
+def publish_as(fn: Callable[..., Any], renames: dict[str, str]) -> Callable[..., Any]:
+    """``fn`` with parameters published under other names (``{python name: wire name}``).
+
+    Pydantic reserves ``model_config``, so the tool argument of that name is a Python
+    parameter with another name and the wire name as its alias; the SDK calls tools with
+    the wire names, which the wrapper maps back.
+    """
+    from pydantic import Field
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    back = {wire: name for name, wire in renames.items()}
+    params = []
+    annotations: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        hint = hints.get(param.name, param.annotation)
+        if param.name in renames:
+            hint = Annotated[hint, Field(alias=renames[param.name])]
+        annotations[param.name] = hint
+        params.append(param.replace(annotation=hint))
+    annotations["return"] = hints.get("return", Any)
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: Any) -> Any:
+        return fn(**{back.get(k, k): v for k, v in kwargs.items()})
+
+    wrapper.__signature__ = inspect.Signature(params, return_annotation=annotations["return"])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = annotations
+    del wrapper.__wrapped__  # the SDK must read the published signature, not fn's
+    return wrapper
+
+
+def build_server(extra_roots: Sequence[Path] = ()):  # noqa: C901 - one closure per tool
+    """The MCP server with every tool and reference resource registered."""
+    from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.resources import FileResource
+    from mcp_types import ListRootsResult, ToolAnnotations
+    from pydantic import Field
+
+    server_roots = [Path(r).resolve() for r in extra_roots]
+    app = MCPServer(
+        "pytorch-fsdp",
+        title="PyTorch FSDP expert",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+    )
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+
+    def ask_roots(ctx: Context, paths: list[str] | None = None) -> ListRoots | None:
+        """Ask the client for its roots, only when paths were given and it can answer."""
+        caps = ctx.client_capabilities
+        if paths and caps is not None and caps.roots is not None:
+            return ListRoots()
+        return None
+
+    def ask_roots_for_config(ctx: Context, model_config: object = None) -> ListRoots | None:
+        return ask_roots(ctx, [model_config] if isinstance(model_config, str) else None)
+
+    def allowed_roots(answer: ListRootsResult | None) -> list[Path]:
+        client = root_paths([str(r.uri) for r in answer.roots]) if answer else []
+        return client + server_roots
+
+    def call(fn: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
+        """Run a toolkit function; its usage errors become tool errors for the client."""
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as exc:
+            raise ToolError(str(exc)) from None
+        except OSError as exc:
+            raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+
+    def tool_module(name: str, attr: str) -> Callable[..., dict]:
+        import importlib
+
+        try:
+            module = importlib.import_module(f"fsdp_skill.{name}")
+            return getattr(module, attr)
+        except (ImportError, AttributeError):
+            raise ToolError(f"the {attr} tool is not available in this installation") from None
+
+    def paths_in_roots(paths: list[str], answer: ListRootsResult | None) -> list[str]:
+        roots = allowed_roots(answer)
+        try:
+            return [str(check_path(p, roots)) for p in paths]
+        except UsageError as exc:
+            raise ToolError(str(exc)) from None
+
+    Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY)]
+    Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+    Codes = Annotated[
+        list[Annotated[str, Field(pattern=CODE_PATTERN, max_length=20)]] | None,
+        Field(max_length=MAX_CODES, description="Lint codes or prefixes, e.g. FSDP001."),
+    ]
+    RootsAnswer = Annotated[ListRootsResult | None, Resolve(ask_roots)]
+
+    @app.tool(annotations=read_only, structured_output=True)
+    def search(
+        query: Annotated[Query, Field(description="What you are looking for, in words.")],
+        k: Annotated[int, Field(ge=1, le=50, description="How many sections.")] = 5,
+    ) -> dict[str, Any]:
+        """Rank the skill's reference sections for a question; returns ids to pass to show."""
+        return call(tool_module("search", "search"), query, k=k)
+
+    @app.tool(annotations=read_only, structured_output=True)
+    def show(
+        id: Annotated[
+            str, Field(min_length=1, max_length=MAX_ID, description="A section id from search.")
+        ],
+    ) -> dict[str, Any]:
+        """One whole reference section, by the id search returned."""
+        return call(tool_module("search", "show"), id)
+
+    @app.tool(annotations=read_only, structured_output=True)
+    def lint(
+        code: Annotated[
+            str | None, Field(max_length=MAX_TEXT, description="Python source to check.")
+        ] = None,
+        paths: Annotated[
+            list[Annotated[str, Field(max_length=MAX_PATH)]] | None,
+            Field(
+                min_length=1,
+                max_length=MAX_LINT_PATHS,
+                description="Files or folders to check, inside the client's roots.",
+            ),
+        ] = None,
+        select: Codes = None,
+        ignore: Codes = None,
+        roots: RootsAnswer = None,
+    ) -> dict[str, Any]:
+        """Check FSDP training code for known pitfalls: give `code` or `paths`, not both."""
+        if (code is None) == (paths is None):
+            raise ToolError("give either code (the source text) or paths, not both or neither")
+        if code is not None:
+            return call(
+                tool_module("lint", "lint_source"), code, "<input>", select=select, ignore=ignore
+            )
+        checked = paths_in_roots(paths or [], roots)
+        return call(tool_module("lint", "lint_paths"), checked, select=select, ignore=ignore)
+
+    def plan(
+        gpus: Annotated[
+            int, Field(ge=1, le=1_000_000, description="GPUs in all, over every node.")
+        ],
+        gpu_memory: Annotated[
+            Annotated[str, Field(min_length=1, max_length=32)] | Annotated[int, Field(ge=1)],
+            Field(description="Memory per GPU, e.g. '80GB', or bytes."),
+        ],
+        params: Annotated[
+            int | str | None,
+            Field(description="Parameter count, e.g. 7000000000 or '7B'."),
+        ] = None,
+        config_path: Annotated[
+            Annotated[str, Field(max_length=MAX_PATH)] | dict[str, Any] | None,
+            Field(description="A model's config.json: its path inside the roots, or its content."),
+        ] = None,
+        model: Annotated[
+            str | None, Field(max_length=200, description="A Hugging Face model id.")
+        ] = None,
+        nodes: Annotated[int, Field(ge=1, le=100_000)] = 1,
+        seq_len: Annotated[int | None, Field(ge=1, le=10_000_000)] = None,
+        micro_batch: Annotated[int | None, Field(ge=1, le=1_000_000)] = None,
+        precision: Literal["bf16", "fp16", "fp32"] = "bf16",
+        optimizer: Literal["adamw", "sgd"] = "adamw",
+        activation_checkpointing: bool = False,
+        roots: Annotated[ListRootsResult | None, Resolve(ask_roots_for_config)] = None,
+    ) -> dict[str, Any]:
+        """Per-GPU memory and communication of each FSDP strategy, and a recommendation."""
+        if isinstance(params, str) and len(params) > 32:
+            raise ToolError("params: at most 32 characters")
+        given = [x for x in (params, config_path, model) if x is not None]
+        if len(given) != 1:
+            raise ToolError("give exactly one of params, model_config or model")
+        options: dict[str, Any] = {
+            "gpus": gpus,
+            "nodes": nodes,
+            "gpu_memory": gpu_memory,
+            "precision": precision,
+            "optimizer": optimizer,
+            "activation_checkpointing": activation_checkpointing,
+        }
+        if seq_len is not None:
+            options["seq_len"] = seq_len
+        if micro_batch is not None:
+            options["micro_batch"] = micro_batch
+        if isinstance(config_path, dict):
+            if len(json.dumps(config_path)) > MAX_TEXT:
+                raise ToolError(f"model_config: larger than {MAX_TEXT} characters")
+            options["model_config"] = config_path
+        elif config_path is not None:
+            options["model_config"] = paths_in_roots([config_path], roots)[0]
+        else:
+            options["params" if params is not None else "model"] = given[0]
+        return call(tool_module("plan", "plan"), **options)
+
+    app.add_tool(
+        publish_as(plan, {"config_path": "model_config"}),
+        annotations=read_only,
+        structured_output=True,
+    )
+
+    @app.tool(annotations=read_only, structured_output=True)
+    def explain(
+        text: Annotated[Text, Field(description="The error message or log to explain.")],
+    ) -> dict[str, Any]:
+        """What an FSDP / torch.distributed error or log means, and what to do."""
+        return call(tool_module("diagnose", "explain"), text)
+
+    @app.tool(annotations=read_only, structured_output=True)
+    def hang(
+        paths: Annotated[
+            list[Annotated[str, Field(max_length=MAX_PATH)]],
+            Field(
+                min_length=1,
+                max_length=MAX_HANG_PATHS,
+                description="Every rank's logs or flight-recorder dumps, inside the roots.",
+            ),
+        ],
+        roots: RootsAnswer = None,
+    ) -> dict[str, Any]:
+        """Find where hung ranks diverged, from their logs or flight-recorder dumps."""
+        checked = paths_in_roots(paths, roots)
+        return call(tool_module("diagnose", "hang"), checked)
+
+    @app.tool(annotations=read_only, structured_output=True)
+    def env(
+        topic: Annotated[
+            Literal["hang", "init", "perf", "topology"] | None,
+            Field(description="Also list the variables to export for this investigation."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """This machine's distributed setup (torch, GPUs, links, networks, variables) and the
+        backend to use; runs on the server's host."""
+        return call(tool_module("doctor", "env"), topic)
+
+    for uri, path, title in reference_files(bundle_dir()):
+        app.add_resource(
+            FileResource(
+                uri=uri,
+                name=path.name,
+                title=title,
+                description=f"{title} (the pytorch-fsdp skill)",
+                mime_type="text/markdown",
+                path=path.resolve(),
+            )
+        )
+    return app
+
+
+def _title(path: Path) -> str:
+    """The first Markdown heading of ``path`` (front matter skipped), else its name."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for _, line in zip(range(60), handle, strict=False):
+                if line.startswith("# "):
+                    return line[2:].strip()
+    except OSError:
+        pass
+    return path.stem
+
+
+def reference_files(bundle: Path) -> list[tuple[str, Path, str]]:
+    """``(uri, file, title)`` for SKILL.md and every Markdown file in ``references/``."""
+    found = []
+    skill = bundle / "SKILL.md"
+    if skill.is_file():
+        found.append((f"{RESOURCE_SCHEME}://skill/SKILL.md", skill, f"{SKILL_NAME} skill"))
+    refs = bundle / "references"
+    if refs.is_dir():
+        for path in sorted(refs.glob("*.md")):
+            found.append((f"{RESOURCE_SCHEME}://references/{path.name}", path, _title(path)))
+    return found
+
+
+def serve(roots: Sequence[Path] = ()) -> None:
+    """Run the server on stdin/stdout until the client disconnects."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "the MCP server needs the mcp package (2.3 or newer): "
+            "pip install 'pytorch-fsdp-skill[mcp]'"
+        ) from None
+    if sys.stdin.isatty():
+        sys.stderr.write(
+            "fsdp-skill mcp: serving MCP on stdin/stdout; an MCP client starts this command "
+            "(Ctrl-C to stop)\n"
+        )
+    build_server(roots).run("stdio")
