@@ -38,7 +38,15 @@ _client_option = click.option(
     multiple=True,
     metavar="NAME",
     help="Client to install for (repeatable): claude-code, codex, cursor, opencode, gemini, "
-    "copilot, kiro, agents. Default: every client found on this machine.",
+    "copilot, kiro, agents; MCP only: claude-desktop, vscode. Default: every client found on "
+    "this machine.",
+)
+_mcp_option = click.option(
+    "--mcp/--no-mcp",
+    default=True,
+    show_default=True,
+    help="Also (un)register the MCP server in Claude Desktop, Cursor and VS Code: the named "
+    "ones, or those whose MCP config file exists.",
 )
 _project_option = click.option(
     "--project",
@@ -67,13 +75,16 @@ def _print_report(report, as_json: bool, keys: tuple[str, ...]) -> None:
 @_dest_option
 @click.option("--force", is_flag=True, help="Overwrite files you edited since install.")
 @_dry_run_option
+@_mcp_option
 @json_option
-def install(clients, project, dest, force, dry_run, as_json) -> int:
+def install(clients, project, dest, force, dry_run, mcp, as_json) -> int:
     """Install the pytorch-fsdp skill for your agent clients (idempotent)."""
     from fsdp_skill.install import install as run_install
 
-    report = run_install(list(clients) or None, project, dest, force=force, dry_run=dry_run)
-    _print_report(report, as_json, ("installed", "skipped"))
+    report = run_install(
+        list(clients) or None, project, dest, force=force, dry_run=dry_run, mcp=mcp
+    )
+    _print_report(report, as_json, ("installed", "skipped", "mcp"))
     return 0
 
 
@@ -82,15 +93,16 @@ def install(clients, project, dest, force, dry_run, as_json) -> int:
 @_project_option
 @_dest_option
 @_dry_run_option
+@_mcp_option
 @json_option
-def uninstall(clients, project, dest, dry_run, as_json) -> int:
+def uninstall(clients, project, dest, dry_run, mcp, as_json) -> int:
     """Remove what install wrote (files you edited or added stay)."""
     from fsdp_skill.install import uninstall as run_uninstall
 
-    report = run_uninstall(list(clients) or None, project, dest, dry_run=dry_run)
-    if not report.removed and not as_json:
+    report = run_uninstall(list(clients) or None, project, dest, dry_run=dry_run, mcp=mcp)
+    if not report.removed and not report.mcp and not as_json:
         echo("nothing to remove: no bundle installed by fsdp-skill was found")
-    _print_report(report, as_json, ("removed",))
+    _print_report(report, as_json, ("removed", "mcp"))
     return 0
 
 
@@ -334,6 +346,60 @@ def plan_command(
 
         echo(render_text(result, rich=sys.stdout.isatty()))
     return 0 if result["recommendation"]["strategy"] else 1
+
+
+# --- tools: env / mcp (the environment doctor and the MCP server) -------------------------
+
+
+@cli.command("env", context_settings=CONTEXT)
+@click.option(
+    "--for",
+    "for_topic",
+    type=click.Choice(["hang", "init", "perf", "topology"]),
+    help="Also print the variables to export for this investigation, and what each shows.",
+)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also import torch in a child process to ask which backends and devices it can use.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1, max=600),
+    default=60,
+    show_default=True,
+    help="With --deep: give up on importing torch after this many seconds.",
+)
+@json_option
+def env_command(for_topic, deep, timeout, as_json) -> int:
+    """Check the distributed environment: torch, GPUs, links, networks, variables, backend."""
+    from fsdp_skill.doctor import env as run_env
+
+    report = run_env(for_topic, deep=deep, deep_timeout=timeout)
+    if as_json:
+        emit_json(report)
+        return 0
+    from fsdp_skill.doctor.text import format_report
+
+    echo(format_report(report))
+    return 0
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(path_type=Path, file_okay=False, exists=True),
+    help="Folder the path arguments may point into, besides the roots the client declares "
+    "(repeatable).",
+)
+def mcp(roots) -> int:
+    """Serve the same tools over the Model Context Protocol (stdio), for MCP clients."""
+    from fsdp_skill.mcp_server import serve
+
+    serve(list(roots))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
