@@ -60,6 +60,16 @@ def _handler(log: Log):
             if path == "/docs/fsdp-huge.html":
                 filler = b"<p>" + b"sharding " * (HUGE_BYTES // 9) + b"</p>"
                 return self._send(200, b"<html><body>" + filler + b"</body></html>")
+            if path == "/docs/fsdp-stream.html":  # no Content-Length: the body ends at close
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                try:
+                    for _ in range(HUGE_BYTES // 65536 + 1):
+                        self.wfile.write(b"<p>" + b"x" * 65529 + b"</p>")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                return None
             if path == "/docs/fsdp-cached.html":
                 if self.headers.get("If-None-Match") == ETAG:
                     return self._send(304, headers={"ETag": ETAG})

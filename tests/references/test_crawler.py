@@ -67,6 +67,7 @@ def test_faults_are_reported_and_bounded():
     assert log.count("/docs/fsdp-missing.html") == 1  # a 404 is not retried
     assert reasons["fsdp-loop.html"].startswith("redirect loop")
     assert "byte budget" in reasons["fsdp-huge.html"]
+    assert "byte budget" in reasons["fsdp-stream.html"]  # counted while reading, no header
 
 
 def test_page_and_byte_budgets():

@@ -38,6 +38,12 @@ def test_identifiers_and_words_find_the_same_section(bundle):
     assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
 
 
+def test_index_pages_are_shown_but_never_ranked(bundle):
+    assert show("pitfalls", bundle=bundle)["text"].startswith("# FSDP pitfalls")
+    for query in ("pitfalls", "hang", "memory checkpoint", "lint category"):
+        assert "pitfalls" not in _ids(query, bundle, k=10)
+
+
 def test_title_outranks_body(bundle):
     assert _ids("hang", bundle)[0] == "pitfall:collective-order-mismatch"
 

@@ -57,7 +57,7 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
             # Rank first, then build snippets for the k winners only (snippets are costly).
             rows = db.execute(
                 "SELECT s.id, s.title, s.path, s.url, bm25(fts, ?, ?, ?, ?) AS score,"
-                " snippet(fts, -1, '**', '**', '…', 20)"
+                " snippet(fts, 3, '**', '**', '…', 20)"
                 " FROM fts JOIN section s ON s.rowid = fts.rowid"
                 " WHERE fts MATCH ? AND fts.rowid IN ("
                 "  SELECT rowid FROM fts WHERE fts MATCH ?"

@@ -86,10 +86,11 @@ def write_index(path: Path, found: list[sections.Section]) -> None:
                     )
                     if part
                 )
-                db.execute(
-                    "INSERT INTO fts(rowid, title, headings, keywords, body) VALUES (?,?,?,?,?)",
-                    (rowid, s.title, f"{s.page_title} {s.headings}", keywords, body),
-                )
+                if s.kind != sections.INDEX_KIND:
+                    db.execute(
+                        "INSERT INTO fts(rowid, title, headings, keywords, body) VALUES (?,?,?,?,?)",
+                        (rowid, s.title, f"{s.page_title} {s.headings}", keywords, body),
+                    )
                 db.execute(
                     "INSERT INTO section VALUES (?,?,?,?,?,?,?)",
                     (rowid, s.id, s.title, s.path, s.url, s.kind, s.text),

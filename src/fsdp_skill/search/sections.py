@@ -26,6 +26,8 @@ _SKIPPED_HEADINGS = {"contents", "table of contents"}
 _URL = re.compile(r"\((https?://[^)\s]+)\)|<(https?://[^>\s]+)>|(?<![(<])(https?://[^\s)>|]+)")
 _TABLE_ROW = re.compile(r"^\|(.+)\|\s*$")
 _COMMENT = re.compile(r"^<!--.*-->\s*$")
+INDEX_KIND = "index"
+"""Sections that only list other sections: ``show`` prints them, ``search`` never ranks them."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,14 @@ def guide_sections(stem: str, rel: str, text: str, kind: str = "guide") -> Itera
 
 
 def pitfall_sections(rel: str, text: str) -> Iterator[Section]:
-    """One section per ``## <pitfall-id>``; its title is the bold line under the heading."""
-    _, parts = _split_h2(text)
+    """One section per ``## <pitfall-id>``; its title is the bold line under the heading.
+
+    The page's index table comes first as ``pitfalls``: shown on request, never ranked.
+    """
+    intro, parts = _split_h2(text)
+    if _clean(intro).strip():
+        title = _page_title(text) or "Pitfalls"
+        yield Section("pitfalls", title, rel, "", _clean(intro), title, "", INDEX_KIND)
     for heading, body in parts:
         bold = re.search(r"^\*\*(.+?)\*\*", body, re.MULTILINE)
         title = bold.group(1) if bold else heading
