@@ -109,7 +109,9 @@ def _field_list(lines: list[str], checked: Checker) -> list[str]:
         text = re.sub(r"\s+", " ", paragraph).strip()
         if match:
             kind = f" {match.group(2)}" if match.group(2) else ""
-            out.append(f"- `{match.group(1)}`{kind}: {text}".rstrip(": "))
+            out.append(
+                f"- `{match.group(1)}`{kind}: {text}" if text else f"- `{match.group(1)}`{kind}"
+            )
         else:
             out.append(f"- {text}")
         if after.strip():
@@ -179,6 +181,8 @@ def to_markdown(doc: str, checked: Checker) -> str:
                 out += ["", *fence("\n".join(block), checked), ""]
                 i = j
                 continue
+        if stripped.endswith("::"):  # reST: "Example::" reads "Example:", a lone "::" nothing
+            line = line.rstrip()[:-2].rstrip() + (":" if stripped != "::" else "")
         out.append(inline(line))
         i += 1
     if fields:

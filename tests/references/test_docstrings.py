@@ -1,0 +1,129 @@
+"""Docstrings (reST and Google style) to Markdown."""
+
+from __future__ import annotations
+
+import inspect
+
+from fsdp_skill.references.docstrings import inline, to_markdown
+
+
+def _parses(code: str) -> bool:
+    try:
+        compile(code, "<doc>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def _md(doc: str) -> str:
+    return to_markdown(inspect.cleandoc(doc), _parses)
+
+
+def test_inline_roles_and_literals():
+    assert inline(":class:`~torch.distributed.fsdp.FSDPModule`") == "`FSDPModule`"
+    assert inline(":func:`torch.distributed.new_group`") == "`torch.distributed.new_group`"
+    assert inline(":ref:`the notes <ddp-notes>`") == "the notes"
+    assert inline("use ``dist.barrier()`` here") == "use `dist.barrier()` here"
+    assert (
+        inline("`NCCL docs <https://example.org/nccl>`_") == "[NCCL docs](https://example.org/nccl)"
+    )
+
+
+def test_google_sections_become_labelled_lists():
+    text = _md(
+        """Make a group.
+
+        Args:
+            ranks (list[int]): ranks of the members. If ``None``,
+                every rank.
+            timeout (timedelta, optional): how long to wait.
+
+        Returns:
+            A handle to the group.
+        """
+    )
+    assert "**Args:**" in text
+    assert "- `ranks` (list[int]): ranks of the members. If `None`, every rank." in text
+    assert "- `timeout` (timedelta, optional): how long to wait." in text
+    assert "**Returns:**\n\nA handle to the group." in text
+
+
+def test_admonitions_and_version_directives():
+    text = _md(
+        """Summary.
+
+        .. warning::
+            Groups must be created in the same order
+            on every rank.
+
+        .. versionadded:: 2.4
+        """
+    )
+    assert "> **Warning:** Groups must be created in the same order\n> on every rank." in text
+    assert "*Added in 2.4.*" in text
+
+
+def test_doctest_that_parses_is_a_checked_python_block():
+    text = _md(
+        """Example::
+
+            >>> # xdoctest: +SKIP
+            >>> x = [1, 2]
+            >>> y = sum(
+            ...     x)
+        """
+    )
+    assert "```python snippet\nx = [1, 2]\ny = sum(\n    x)\n```" in text
+    assert "xdoctest" not in text
+
+
+def test_code_that_does_not_parse_or_check_is_not_labelled_python():
+    text = _md(
+        """Use it like this::
+
+            model = FSDP(model, <options>)
+
+        Or the code-block:
+
+        .. code-block:: python
+
+            print("ok")
+        """
+    )
+    assert "```text\nmodel = FSDP(model, <options>)\n```" in text
+    assert "Use it like this:" in text
+    assert '```python snippet\nprint("ok")\n```' in text
+    rejected = to_markdown(">>> import torch.nope", lambda code: False)
+    assert rejected.startswith("```pycon\n>>> import torch.nope")
+
+
+def test_rest_field_lists():
+    text = _md(
+        """Do it.
+
+        :param group: the process group
+        :type group: ProcessGroup
+        :returns: nothing
+        """
+    )
+    assert "- `group`: the process group" in text
+    assert "- `group` (type): ProcessGroup" in text
+    assert "- return (returns): nothing" in text
+
+
+def test_a_parameter_with_an_example_keeps_its_code():
+    text = _md(
+        """Wrap.
+
+        Args:
+            policy (Callable): decides what to wrap. Example::
+
+                >>> def policy(module):
+                >>>     return True
+
+            other (int): more.
+        """
+    )
+    assert "- `policy` (Callable): decides what to wrap. Example:" in text
+    assert "```python snippet\ndef policy(module):\n    return True\n```" in text
+    assert "- `other` (int): more." in text
