@@ -179,3 +179,15 @@ def test_unreachable_site_is_a_usage_error_and_changes_nothing(tmp_path):
     assert proc.stderr.startswith("fsdp-skill: error: no page could be fetched")
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in (bundle / "references").iterdir()) == before
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with crawler._progress_bar(True) as bar:
+        assert bar is None
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    with crawler._progress_bar(False) as bar:
+        assert bar is None  # --json asks for no progress, terminal or not
+    from rich.progress import Progress
+
+    assert isinstance(crawler._progress_bar(True), Progress)
