@@ -14,8 +14,17 @@ from pathlib import Path
 
 from fsdp_skill.errors import UsageError
 
-WEIGHTS = (8.0, 3.0, 2.0, 1.0)
-"""BM25 weights of the title, headings, keywords and body columns."""
+WEIGHTS = (8.0, 1.5, 3.0, 2.0, 1.0)
+"""BM25 weights of the title, page title, sub-headings, identifier words and body columns."""
+
+CANDIDATES = 40
+"""How many BM25 leaders are re-ranked with the priors below."""
+NAME_BOOST = 1.6
+"""A section whose title names a code identifier the query spells out (``fully_shard``)."""
+API_PRIOR = 0.85
+"""API entries are raw docstrings: the guides and pitfalls explain more, unless named."""
+INTRO_PRIOR = 0.8
+"""A page's opening summary mentions everything its sections explain."""
 
 MAX_K = 50
 
@@ -41,6 +50,26 @@ def _snippet(raw: str) -> str:
     return re.sub(r"\s+", " ", raw).strip()
 
 
+def _rank(rows: list[tuple], query: str, k: int) -> list[tuple]:
+    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, bm25)`` with priors."""
+    from fsdp_skill.search.tokens import query_identifiers, title_identifiers
+
+    named = query_identifiers(query)
+    scored = []
+    for row in rows:
+        _, _, title, _, _, kind, intro, bm25 = row
+        score = -bm25
+        if named and named & title_identifiers(title):
+            score *= NAME_BOOST
+        elif kind == "api":
+            score *= API_PRIOR
+        if intro:
+            score *= INTRO_PRIOR
+        scored.append((score, row))
+    scored.sort(key=lambda pair: -pair[0])
+    return [(*row[:7], score) for score, row in scored[:k]]
+
+
 def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     """The ``k`` best sections for ``query``: ``{"query", "results": [...]}``."""
     if not query or not query.strip():
@@ -50,34 +79,40 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     from fsdp_skill.search import index
 
     expression = match_expression(query)
-    results: list[dict] = []
-    if expression:
-        db = index.connect(bundle or bundle_dir())
-        try:
-            # Rank first, then build snippets for the k winners only (snippets are costly).
-            rows = db.execute(
-                "SELECT s.id, s.title, s.path, s.url, bm25(fts, ?, ?, ?, ?) AS score,"
-                " snippet(fts, 3, '**', '**', '…', 20)"
-                " FROM fts JOIN section s ON s.rowid = fts.rowid"
-                " WHERE fts MATCH ? AND fts.rowid IN ("
-                "  SELECT rowid FROM fts WHERE fts MATCH ?"
-                "  ORDER BY bm25(fts, ?, ?, ?, ?) LIMIT ?)"
-                " ORDER BY score",
-                (*WEIGHTS, expression, expression, *WEIGHTS, k),
+    if not expression:
+        return {"query": query, "results": []}
+    db = index.connect(bundle or bundle_dir())
+    try:
+        leaders = db.execute(
+            "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro,"
+            " bm25(fts, ?, ?, ?, ?, ?) AS score"
+            " FROM fts JOIN section s ON s.rowid = fts.rowid"
+            " WHERE fts MATCH ? ORDER BY score LIMIT ?",
+            (*WEIGHTS, expression, max(CANDIDATES, 2 * k)),
+        ).fetchall()
+        ranked = _rank(leaders, query, k)
+        rowids = [row[0] for row in ranked]
+        marks = ",".join("?" * len(rowids))
+        snippets = dict(
+            db.execute(  # snippets only for the winners: they are the costly part
+                "SELECT rowid, snippet(fts, 4, '**', '**', '…', 20) FROM fts"
+                f" WHERE fts MATCH ? AND rowid IN ({marks})",
+                (expression, *rowids),
             ).fetchall()
-        finally:
-            db.close()
-        results = [
-            {
-                "id": sid,
-                "title": title,
-                "path": path,
-                "url": url,
-                "score": round(-score, 3),
-                "snippet": _snippet(snippet),
-            }
-            for sid, title, path, url, score, snippet in rows
-        ]
+        )
+    finally:
+        db.close()
+    results = [
+        {
+            "id": sid,
+            "title": title,
+            "path": path,
+            "url": url,
+            "score": round(score, 3),
+            "snippet": _snippet(snippets.get(rowid, "")),
+        }
+        for rowid, sid, title, path, url, _, _, score in ranked
+    ]
     return {"query": query, "results": results}
 
 

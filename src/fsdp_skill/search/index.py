@@ -20,7 +20,7 @@ from fsdp_skill.search import sections, tokens
 _CODE = ("sections.py", "index.py", "tokens.py", "glossary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
 
-COLUMNS = ("title", "headings", "keywords", "body")
+COLUMNS = ("title", "page", "headings", "keywords", "body")
 """FTS5 columns, in the order of the weights ``query`` passes to ``bm25``."""
 
 
@@ -50,11 +50,11 @@ def index_path(bundle: Path) -> Path:
 
 _SCHEMA = """
 CREATE VIRTUAL TABLE fts USING fts5(
-    title, headings, keywords, body, tokenize = 'porter unicode61 remove_diacritics 2'
+    title, page, headings, keywords, body, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE section (
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
-    url TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL
+    url TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, intro INTEGER NOT NULL
 );
 """
 
@@ -88,12 +88,13 @@ def write_index(path: Path, found: list[sections.Section]) -> None:
                 )
                 if s.kind != sections.INDEX_KIND:
                     db.execute(
-                        "INSERT INTO fts(rowid, title, headings, keywords, body) VALUES (?,?,?,?,?)",
-                        (rowid, s.title, f"{s.page_title} {s.headings}", keywords, body),
+                        "INSERT INTO fts(rowid, title, page, headings, keywords, body)"
+                        " VALUES (?,?,?,?,?,?)",
+                        (rowid, s.title, s.page_title, s.headings, keywords, body),
                     )
                 db.execute(
-                    "INSERT INTO section VALUES (?,?,?,?,?,?,?)",
-                    (rowid, s.id, s.title, s.path, s.url, s.kind, s.text),
+                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?)",
+                    (rowid, s.id, s.title, s.path, s.url, s.kind, s.text, int(s.is_intro)),
                 )
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             db.commit()

@@ -47,6 +47,11 @@ class Section:
     """Titles of the subsections inside it."""
     kind: str = "guide"
 
+    @property
+    def is_intro(self) -> bool:
+        """A page's opening text (``fsdp2``), as opposed to one of its sections."""
+        return self.kind in ("guide", "web") and "#" not in self.id
+
 
 def first_url(text: str) -> str:
     """The first absolute http(s) URL in a Markdown text, or ''."""

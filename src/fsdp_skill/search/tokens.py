@@ -15,6 +15,7 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b)|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)*[a-zA-Z]*(?![\w.])")
 
 STOP_WORDS = frozenset(
     """a about after all also am an and any are as at be been before being but by can could
@@ -53,31 +54,49 @@ def identifier_words(text: str) -> str:
 
 
 def _glossary_words(query: str) -> tuple[list[str], str]:
-    """Words the glossary adds for ``query``, and the query with its Chinese terms removed."""
+    """Terms the glossary adds for ``query``, and the query with its Chinese terms removed.
+
+    A multi-word expansion adds its words and the phrase itself (quoted by the caller), so
+    sections that say "mixed precision" rank above those that say "mixed" and "precision".
+    """
     added: list[str] = []
     rest = query
+    expansions: list[str] = []
     for term in CJK_TERMS:  # longest first, so 混合精度 wins over 精度
         if term in rest:
-            added.extend(CJK_TERMS[term].split())
+            expansions.append(CJK_TERMS[term])
             rest = rest.replace(term, " ")
     lowered = f" {' '.join(_WORD.findall(rest.lower()))} "
     for term, words in ENGLISH_TERMS.items():
         if f" {term} " in lowered:
-            added.extend(words.split())
+            expansions.append(words)
+    for words in expansions:
+        parts = words.split()
+        added.extend(parts)
+        if len(parts) > 1:
+            added.append(words)
     return added, rest
 
 
 def query_terms(query: str) -> list[str]:
-    """The distinct lower-case words a query is searched with, in query order."""
+    """The distinct lower-case terms a query is searched with, in query order.
+
+    A term is a word or a phrase (space-separated words): identifiers also count as the
+    phrase of their parts (``init_device_mesh`` -> "init device mesh"), versions as the
+    phrase of their numbers ("2.4" -> "2 4").
+    """
     added, rest = _glossary_words(query)
     words: list[str] = []
     for match in _IDENT.finditer(rest):
         name = match.group(0)
-        parts = split_identifier(name)
+        plain = name.islower() or name.isupper() or name.istitle()
+        parts = [name.lower()] if plain and not set("_.") & set(name) else split_identifier(name)
         if len(parts) > 1 and name.lower() not in STOP_WORDS:
-            words.append(name.lower().replace(".", "_"))
+            words.append(" ".join(parts) if ("_" in name or "." in name) else name.lower())
         words.extend(parts)
-    words.extend(w.lower() for w in _WORD.findall(rest) if w.isdigit())
+    for number in _NUMBER.findall(rest):
+        pieces = re.findall(r"[0-9]+|[a-z]+", number.lower())
+        words.append(" ".join(pieces) if len(pieces) > 1 else pieces[0])
     words.extend(added)
     out: dict[str, None] = {}
     for word in words:
@@ -85,6 +104,31 @@ def query_terms(query: str) -> list[str]:
             continue
         out.setdefault(word, None)
     return list(out)
+
+
+def query_identifiers(query: str) -> set[str]:
+    """Code names the query spells out (``fully_shard``, ``FSDPModule``), lower-cased."""
+    names: set[str] = set()
+    for match in _IDENT.finditer(query):
+        name = match.group(0)
+        if "_" in name or "." in name or (name[1:] != name[1:].lower() and len(name) > 3):
+            names.add(name.lower())
+            names.add(name.rsplit(".", 1)[-1].lower())
+    return names
+
+
+def title_identifiers(title: str) -> set[str]:
+    """The code names in a section title, lower-cased (``torch.x.FSDPModule.unshard`` gives
+    ``unshard`` and ``fsdpmodule.unshard`` as well as the full name)."""
+    names: set[str] = set()
+    for match in _IDENT.finditer(title):
+        name = match.group(0).lower()
+        names.add(name)
+        parts = name.split(".")
+        names.add(parts[-1])
+        if len(parts) > 1:
+            names.add(".".join(parts[-2:]))
+    return names
 
 
 def has_cjk(text: str) -> bool:
