@@ -402,6 +402,71 @@ def mcp(roots) -> int:
     return 0
 
 
+# --- tools: new (scaffold a training project) ---------------------------------------------
+
+
+@cli.command("new", context_settings=CONTEXT)
+@click.argument("dest", metavar="DIR", type=click.Path(path_type=Path))
+@click.option(
+    "--model-config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A Hugging Face config JSON: train that model from random init.",
+)
+@click.option(
+    "--model", metavar="NAME_OR_PATH", help="A local checkpoint folder or hub id to start from."
+)
+@click.option("--cpu-offload", is_flag=True, help="Keep sharded state in CPU memory.")
+@click.option("--activation-checkpointing", is_flag=True, help="Recompute activations in backward.")
+@click.option(
+    "--precision",
+    type=click.Choice(["bf16", "fp16", "fp32"]),
+    default="bf16",
+    show_default=True,
+    help="Compute precision (fp16 adds a gradient scaler).",
+)
+@click.option(
+    "--fsdp-version",
+    type=click.Choice(["2", "1"]),
+    default="2",
+    show_default=True,
+    help="2: fully_shard; 1: FullyShardedDataParallel.",
+)
+@click.option("--force", is_flag=True, help="Write into a non-empty folder (other files stay).")
+@json_option
+def new_command(
+    dest,
+    model_config,
+    model,
+    cpu_offload,
+    activation_checkpointing,
+    precision,
+    fsdp_version,
+    force,
+    as_json,
+) -> int:
+    """Write a runnable, resumable FSDP2 training project into DIR."""
+    from fsdp_skill.scaffold import new_project
+
+    result = new_project(
+        dest,
+        model_config=model_config,
+        model=model,
+        cpu_offload=cpu_offload,
+        activation_checkpointing=activation_checkpointing,
+        precision=precision,
+        fsdp_version=int(fsdp_version),
+        force=force,
+    )
+    if as_json:
+        emit_json(result)
+        return 0
+    echo(f"wrote {len(result['files'])} files to {result['path']}:")
+    for rel in result["files"]:
+        echo(f"  {rel}")
+    echo(f"next: cd {result['path']} && NPROC=2 launch/torchrun.sh --device cpu --max-steps 20")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
     try:
