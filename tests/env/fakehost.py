@@ -48,7 +48,7 @@ def add_interface(root: Path, name: str, state: str = "up", if_type: int = 1, ph
     base = root / "sys" / "class" / "net" / name
     write(base / "operstate", state)
     write(base / "type", str(if_type))
-    write(base / "mtu", "1500" if if_type == 1 else "2044")
+    write(base / "mtu", {1: "1500", 32: "2044"}.get(if_type, "65536"))
     if physical:
         (base / "device").mkdir(parents=True, exist_ok=True)
 

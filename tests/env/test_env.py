@@ -165,6 +165,14 @@ def test_launcher_without_master_addr(tmp_path: Path):
     assert warning_ids(env(host=gpu_host(tmp_path / "c", env=ready))) == set()
 
 
+def test_launcher_without_rank(tmp_path: Path):
+    mpi = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "4", "MASTER_ADDR": "n1"}
+    report = env(host=cpu_host(tmp_path, env=dict(mpi, MASTER_PORT="29500")))
+    assert report["launcher"] == "open-mpi"
+    assert warning_ids(report) == {"rank-unset"}
+    assert "OMPI_COMM_WORLD_RANK" in report["warnings"][0]["message"]
+
+
 def test_half_set_rank_variables(tmp_path: Path):
     report = env(host=cpu_host(tmp_path, env={"RANK": "3"}))
     assert "rank-vars-incomplete" in warning_ids(report)

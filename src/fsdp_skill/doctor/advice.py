@@ -224,17 +224,29 @@ def warnings(facts: Mapping, backend: str) -> list[dict]:
             f"RDMA devices exist ({_names(ports, 'device')}) but no port is ACTIVE: NCCL will "
             "fall back to sockets. Check the cable/subnet manager (ibstat).",
         )
-    if launcher and launcher != "torchrun" and "MASTER_ADDR" not in env:
+    direct = launcher and launcher != "torchrun"
+    if direct and "MASTER_ADDR" not in env:
         warn(
             "master-addr-unset",
-            f"Launched by {launcher} but MASTER_ADDR is unset: init_process_group's env:// "
-            "rendezvous cannot find rank 0. Export MASTER_ADDR (rank 0's host) and MASTER_PORT.",
+            f"Launched by {launcher}, not torchrun, and MASTER_ADDR is unset: the env:// "
+            "rendezvous of init_process_group cannot find rank 0. Export MASTER_ADDR (rank 0's "
+            "host) and MASTER_PORT, or start the script through torchrun, which sets them.",
         )
-    elif launcher and launcher != "torchrun" and "MASTER_PORT" not in env:
+    elif direct and "MASTER_PORT" not in env:
         warn(
             "master-port-unset",
             f"Launched by {launcher} but MASTER_PORT is unset: export a free port on rank 0's "
             "host for the env:// rendezvous.",
+        )
+    if direct and launcher in ("slurm", "open-mpi", "mpich / intel-mpi") and "RANK" not in env:
+        source = {
+            "slurm": "SLURM_PROCID / SLURM_NTASKS",
+            "open-mpi": "OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE",
+        }.get(launcher, "PMI_RANK / PMI_SIZE")
+        warn(
+            "rank-unset",
+            f"Launched by {launcher} but RANK and WORLD_SIZE are unset: env:// needs them. "
+            f"Export them from {source}, or start the script through torchrun.",
         )
     rank_vars = [v for v in ("RANK", "WORLD_SIZE") if v in env]
     if len(rank_vars) == 1:

@@ -42,13 +42,14 @@ def format_report(report: dict) -> str:
         for name in ("nccl", "gloo", "mpi", "xccl")
     )
     lines.append(f"backends    {backends}")
-    devices = report["devices"]
-    if devices:
-        for d in devices:
-            lines.append(
-                f"device      {d.get('kind')}:{d['index']} {d['name']} {_gib(d.get('memory_bytes'))}"
-            )
-    else:
+    groups: dict[tuple, list[int]] = {}
+    for d in report["devices"]:
+        key = (d.get("kind"), d["name"], _gib(d.get("memory_bytes")))
+        groups.setdefault(key, []).append(d["index"])
+    for (kind, name, memory), indexes in groups.items():
+        where = ",".join(str(i) for i in indexes)
+        lines.append(f"devices     {len(indexes)} x {name} {memory} ({kind}:{where})")
+    if not groups:
         lines.append("devices     none found")
     topo = report["interconnect"]
     if topo:

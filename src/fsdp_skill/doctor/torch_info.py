@@ -14,7 +14,6 @@ import importlib.util
 import json
 import re
 import subprocess
-from importlib import metadata
 from pathlib import Path
 
 from fsdp_skill.doctor.host import Host
@@ -74,6 +73,8 @@ def _compiled_backends(torch_dir: Path) -> set[str] | None:
 
 def _wheel_version(stem: str) -> str | None:
     """Version of an NVIDIA library wheel (``nvidia-nccl-cu12`` ...) if one is installed."""
+    from importlib import metadata  # only CUDA builds get here; the import costs ~50 ms
+
     for suffix in _CUDA_SUFFIXES:
         try:
             return metadata.version(f"nvidia-{stem}-{suffix}")
