@@ -82,26 +82,23 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     if not expression:
         return {"query": query, "results": []}
     db = index.connect(bundle or bundle_dir())
-    try:
-        leaders = db.execute(
-            "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro,"
-            " bm25(fts, ?, ?, ?, ?, ?) AS score"
-            " FROM fts JOIN section s ON s.rowid = fts.rowid"
-            " WHERE fts MATCH ? ORDER BY score LIMIT ?",
-            (*WEIGHTS, expression, max(CANDIDATES, 2 * k)),
+    leaders = db.execute(
+        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro,"
+        " bm25(fts, ?, ?, ?, ?, ?) AS score"
+        " FROM fts JOIN section s ON s.rowid = fts.rowid"
+        " WHERE fts MATCH ? ORDER BY score LIMIT ?",
+        (*WEIGHTS, expression, max(CANDIDATES, 2 * k)),
+    ).fetchall()
+    ranked = _rank(leaders, query, k)
+    rowids = [row[0] for row in ranked]
+    marks = ",".join("?" * len(rowids))
+    snippets = dict(
+        db.execute(  # snippets only for the winners: they are the costly part
+            "SELECT rowid, snippet(fts, 4, '**', '**', '…', 20) FROM fts"
+            f" WHERE fts MATCH ? AND rowid IN ({marks})",
+            (expression, *rowids),
         ).fetchall()
-        ranked = _rank(leaders, query, k)
-        rowids = [row[0] for row in ranked]
-        marks = ",".join("?" * len(rowids))
-        snippets = dict(
-            db.execute(  # snippets only for the winners: they are the costly part
-                "SELECT rowid, snippet(fts, 4, '**', '**', '…', 20) FROM fts"
-                f" WHERE fts MATCH ? AND rowid IN ({marks})",
-                (expression, *rowids),
-            ).fetchall()
-        )
-    finally:
-        db.close()
+    )
     results = [
         {
             "id": sid,
@@ -121,18 +118,14 @@ def show(section_id: str, bundle: Path | None = None) -> dict:
     from fsdp_skill.search import index
 
     db = index.connect(bundle or bundle_dir())
-    try:
-        row = db.execute(
-            "SELECT id, title, path, url, text FROM section WHERE id = ?", (section_id,)
-        ).fetchone()
-        if row is None:
-            close = db.execute(
-                "SELECT id FROM section WHERE id LIKE ? ORDER BY length(id) LIMIT 5",
-                (f"%{section_id.split('#')[-1].split(':')[-1]}%",),
-            ).fetchall()
-    finally:
-        db.close()
+    row = db.execute(
+        "SELECT id, title, path, url, text FROM section WHERE id = ?", (section_id,)
+    ).fetchone()
     if row is None:
+        close = db.execute(
+            "SELECT id FROM section WHERE id LIKE ? ORDER BY length(id) LIMIT 5",
+            (f"%{section_id.split('#')[-1].split(':')[-1]}%",),
+        ).fetchall()
         hint = f"; did you mean {', '.join(r[0] for r in close)}?" if close else ""
         raise UsageError(f"no section {section_id!r}{hint}")
     return dict(zip(("id", "title", "path", "url", "text"), row, strict=True))

@@ -12,6 +12,7 @@ import hashlib
 import os
 import sqlite3
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,13 +34,37 @@ def cache_dir() -> Path:
     return Path(base) / "fsdp-skill"
 
 
+_KEYS: dict[tuple, str] = {}
+"""Content keys already computed in this process, by the pages' names, sizes and mtimes."""
+
+
 def content_key(bundle: Path) -> str:
-    """A hash of every indexed page (name and bytes) and of the code that indexes them."""
+    """A hash of every indexed page (name and bytes) and of the code that indexes them.
+
+    A long-lived process (the MCP server) asks again and again: pages whose names, sizes and
+    modification times are unchanged are not read and hashed a second time.
+    """
+    pages = sections.reference_pages(bundle)
+    stamp = (str(bundle), *((p.name, *_stat(p)) for p in pages))
+    key = _KEYS.get(stamp)
+    if key is None:
+        key = _hash(pages)
+        _KEYS.clear()  # one bundle per process in practice; never let the cache grow
+        _KEYS[stamp] = key
+    return key
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_size, info.st_mtime_ns
+
+
+def _hash(pages: list[Path]) -> str:
     digest = hashlib.sha256()
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
-    for page in sections.reference_pages(bundle):
+    for page in pages:
         digest.update(page.name.encode() + b"\0" + page.read_bytes() + b"\0")
     return digest.hexdigest()[:24]
 
@@ -52,9 +77,9 @@ _SCHEMA = """
 CREATE VIRTUAL TABLE fts USING fts5(
     title, page, headings, keywords, body, tokenize = 'porter unicode61 remove_diacritics 2'
 );
-CREATE TABLE section (
+CREATE TABLE section (  -- text last: ranking reads the small columns only
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
-    url TEXT NOT NULL, kind TEXT NOT NULL, text TEXT NOT NULL, intro INTEGER NOT NULL
+    url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, text TEXT NOT NULL
 );
 """
 
@@ -94,7 +119,7 @@ def write_index(path: Path, found: list[sections.Section]) -> None:
                     )
                 db.execute(
                     "INSERT INTO section VALUES (?,?,?,?,?,?,?,?)",
-                    (rowid, s.id, s.title, s.path, s.url, s.kind, s.text, int(s.is_intro)),
+                    (rowid, s.id, s.title, s.path, s.url, s.kind, int(s.is_intro), s.text),
                 )
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             db.commit()
@@ -127,10 +152,15 @@ def build(bundle: Path) -> Path:
     return path
 
 
+_OPEN: dict[tuple[Path, int], sqlite3.Connection] = {}
+"""Connections kept open per index file and thread: a warm query skips re-reading the file."""
+
+
 def connect(bundle: Path) -> sqlite3.Connection:
     """A read-only connection to the index of ``bundle``, building the index when missing.
 
-    When the cache folder cannot be written, the index is built in memory instead.
+    The connection stays open for later calls from the same thread; do not close it. When
+    the cache folder cannot be written, the index is built in memory instead.
     """
     try:
         path = build(bundle)
@@ -138,7 +168,14 @@ def connect(bundle: Path) -> sqlite3.Connection:
         db = sqlite3.connect(":memory:")
         _fill_memory(db, bundle)
         return db
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    slot = (path, threading.get_ident())
+    db = _OPEN.get(slot)
+    if db is None:
+        for stale in [s for s in _OPEN if s[1] == slot[1]]:
+            _OPEN.pop(stale).close()
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        _OPEN[slot] = db
+    return db
 
 
 def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
