@@ -1,0 +1,80 @@
+"""``fsdp-skill lint``: static checks of FSDP and torch.distributed training code.
+
+Public API (the CLI and the MCP server call these): ``lint_paths`` and ``lint_source``, both
+returning ``{"findings": [...], "files": int, "errors": [...]}``. Importing this package is
+cheap: the rules, the walker and the file discovery load on first use, and torch never does.
+"""
+
+from __future__ import annotations
+
+__all__ = ["lint_paths", "lint_source"]
+
+
+def lint_source(
+    code: str,
+    filename: str = "<input>",
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    torch_version: str | None = None,
+) -> dict:
+    """Lint one source text; a syntax error is reported in ``errors`` (``files`` is then 0)."""
+    from fsdp_skill.lint import engine
+
+    codes = engine.chosen_codes(select, ignore)
+    version = engine.resolve_version(torch_version)
+    try:
+        tree = engine.parse(code, filename)
+    except (SyntaxError, ValueError) as exc:
+        return {"findings": [], "files": 0, "errors": [_parse_error(filename, exc)]}
+    findings = engine.lint_tree(tree, code, filename, codes, version)
+    return {"findings": [f.as_dict() for f in findings], "files": 1, "errors": []}
+
+
+def lint_paths(
+    paths: list[str],
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    torch_version: str | None = None,
+) -> dict:
+    """Lint files and folders (folders: ``*.py`` below, minus ``.gitignore`` and excludes).
+
+    Configuration comes from ``[tool.fsdp-skill.lint]`` of each file's nearest
+    ``pyproject.toml``; ``select`` replaces its select list, ``ignore`` adds to its ignores,
+    ``torch_version`` overrides its torch-version. Unreadable paths land in ``errors`` while
+    the other files are still checked.
+    """
+    from fsdp_skill.lint import config, engine, files
+
+    engine.chosen_codes(select, ignore)  # reject unknown codes before any work
+    explicit_version = engine.resolve_version(torch_version) if torch_version else None
+    targets, problems = files.discover(list(paths) or ["."])
+    findings: list[dict] = []
+    errors = [p.as_dict() for p in problems]
+    checked = 0
+    for path in targets:
+        source = files.read_source(path)
+        if isinstance(source, files.Problem):
+            errors.append(source.as_dict())
+            continue
+        shown = str(path)
+        try:
+            tree = engine.parse(source, shown)
+        except (SyntaxError, ValueError) as exc:
+            errors.append(_parse_error(shown, exc))
+            continue
+        cfg = config.for_folder(path.resolve().parent)
+        codes = engine.chosen_codes(
+            select if select is not None else (list(cfg.select) if cfg.select else None),
+            [*cfg.ignore, *(ignore or [])],
+        )
+        version = explicit_version or engine.resolve_version(cfg.torch_version)
+        checked += 1
+        findings += [f.as_dict() for f in engine.lint_tree(tree, source, shown, codes, version)]
+    return {"findings": findings, "files": checked, "errors": errors}
+
+
+def _parse_error(path: str, exc: Exception) -> dict:
+    if isinstance(exc, SyntaxError):
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        return {"path": path, "message": f"syntax error: {exc.msg}{where}"}
+    return {"path": path, "message": f"cannot parse: {exc}"}

@@ -1,0 +1,130 @@
+"""Lint one source text: parse once, build the file model once, run the selected rules."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import asdict, dataclass
+
+from fsdp_skill.lint import versions
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.rules import CODES, all_rules
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+\d+(?:\s*,\s*[A-Z]+\d+)*))?", re.IGNORECASE)
+_TRIGGERS = ("torch", "dist", "fsdp", "FSDP", "DataLoader", "local_rank", "local-rank")
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    col: int
+    code: str
+    severity: str
+    message: str
+    fix: str
+    ref: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
+    """Upper-cased codes, prefixes expanded (``FSDP01`` -> FSDP010..FSDP018); None if None."""
+    if codes is None:
+        return None
+    out: set[str] = set()
+    for raw in codes:
+        for part in str(raw).split(","):
+            code = part.strip().upper()
+            if not code:
+                continue
+            matched = {c for c in CODES if c.startswith(code)}
+            if not matched:
+                from fsdp_skill.errors import UsageError
+
+                raise UsageError(f"{option}: unknown rule code {code!r} (FSDP001..FSDP018)")
+            out |= matched
+    return out
+
+
+def chosen_codes(select: list[str] | None, ignore: list[str] | None) -> set[str]:
+    chosen = normalise_codes(select, "--select") or set(CODES)
+    return chosen - (normalise_codes(ignore, "--ignore") or set())
+
+
+def noqa_lines(source: str) -> dict[int, set[str] | None]:
+    """``{line: codes}`` for ``# noqa: FSDPnnn`` comments (None: a bare ``# noqa``)."""
+    out: dict[int, set[str] | None] = {}
+    if "noqa" not in source and "NOQA" not in source:
+        return out
+    for number, line in enumerate(source.splitlines(), start=1):
+        if "#" not in line:
+            continue
+        match = _NOQA.search(line)
+        if match:
+            codes = match.group("codes")
+            out[number] = {c.strip().upper() for c in codes.split(",")} if codes else None
+    return out
+
+
+def _suppressed(noqa: dict[int, set[str] | None], node: ast.AST, code: str) -> bool:
+    first = getattr(node, "lineno", 0)
+    last = getattr(node, "end_lineno", first) or first
+    for line in (first, last) if last != first else (first,):
+        if line in noqa:
+            codes = noqa[line]
+            if codes is None or code in codes:
+                return True
+    return False
+
+
+def lint_tree(
+    tree: ast.Module,
+    source: str,
+    path: str,
+    codes: set[str],
+    version: tuple[int, int],
+) -> list[Finding]:
+    """Findings of the rules in ``codes`` on a parsed module."""
+    if not any(word in source for word in _TRIGGERS):
+        return []  # no torch, distributed or data-loading code at all
+    model = FileModel(tree)
+    noqa = noqa_lines(source)
+    findings = []
+    for rule in all_rules():
+        if rule.code not in codes:
+            continue
+        for node, message in rule.check(model):
+            if _suppressed(noqa, node, rule.code):
+                continue
+            findings.append(
+                Finding(
+                    path=path,
+                    line=getattr(node, "lineno", 1),
+                    col=getattr(node, "col_offset", 0) + 1,
+                    code=rule.code,
+                    severity=rule.severity,
+                    message=message,
+                    fix=rule.fix(version),
+                    ref=f"pitfall:{rule.pitfall}",
+                )
+            )
+    findings.sort(key=lambda f: (f.line, f.col, f.code))
+    return findings
+
+
+def parse(source: str, path: str) -> ast.Module:
+    """Parse ``source``; raises SyntaxError/ValueError with a one-line reason."""
+    return ast.parse(source, filename=path)
+
+
+def resolve_version(torch_version: str | None) -> tuple[int, int]:
+    if torch_version is None:
+        return versions.installed()
+    try:
+        return versions.parse(torch_version)
+    except ValueError as exc:
+        from fsdp_skill.errors import UsageError
+
+        raise UsageError(f"--torch-version: {exc}") from None

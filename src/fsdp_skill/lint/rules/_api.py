@@ -1,0 +1,129 @@
+"""Predicates over resolved names that several rules share (which calls are collectives,
+optimizers, mixed-precision policies, ...)."""
+
+from __future__ import annotations
+
+import ast
+
+from fsdp_skill.lint.core import Call, FileModel, Func, constant, is_under, key_of
+
+COLLECTIVES = {
+    "all_reduce",
+    "all_reduce_coalesced",
+    "barrier",
+    "monitored_barrier",
+    "broadcast",
+    "broadcast_object_list",
+    "all_gather",
+    "all_gather_object",
+    "all_gather_into_tensor",
+    "all_gather_coalesced",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "gather",
+    "gather_object",
+    "scatter",
+    "scatter_object_list",
+    "reduce",
+    "new_group",
+    "new_subgroups",
+}
+STATE_DICT_GATHERS = {
+    "get_model_state_dict",
+    "get_optimizer_state_dict",
+    "get_state_dict",
+    "full_optim_state_dict",
+    "optim_state_dict",
+    "sharded_optim_state_dict",
+    "summon_full_params",
+    "scatter_full_optim_state_dict",
+}
+DCP_CALLS = {"save", "load", "async_save", "save_state_dict", "load_state_dict"}
+FSDP1_METHODS = {"state_dict", "summon_full_params", "clip_grad_norm_"}
+FSDP2_METHODS = {"unshard", "full_tensor"}
+
+DTYPES = {
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float": "fp32",
+    "float64": "fp64",
+    "double": "fp64",
+}
+POLICIES = {"MixedPrecision", "MixedPrecisionPolicy"}
+
+
+def last(name: str | None) -> str:
+    return name.rsplit(".", 1)[-1] if name else ""
+
+
+def is_collective(m: FileModel, call: Call) -> str | None:
+    """The collective or state-dict-gathering operation ``call`` performs, or None."""
+    name = m.call_name(call)
+    if name:
+        tail = last(name)
+        if is_under(name, "torch.distributed.checkpoint") and tail in DCP_CALLS:
+            return name
+        if is_under(name, "torch.distributed") and tail in COLLECTIVES | STATE_DICT_GATHERS:
+            return name
+        return None
+    func = call.node.func
+    if isinstance(func, ast.Attribute):
+        key = key_of(func.value)
+        if key is None:
+            return "DTensor.full_tensor" if func.attr == "full_tensor" else None
+        kinds = m.shard_kinds(key, call.func)
+        if "fsdp1" in kinds and func.attr in FSDP1_METHODS:
+            return f"{key}.{func.attr}"
+        if "fsdp2" in kinds and func.attr == "unshard":
+            return f"{key}.{func.attr}"
+        if func.attr == "full_tensor":
+            return f"{key}.full_tensor"
+    return None
+
+
+def is_optimizer(m: FileModel, call: Call) -> bool:
+    """True if ``call`` builds a torch optimizer (``torch.optim.AdamW(...)`` and friends)."""
+    name = m.call_name(call)
+    if not name:
+        return False
+    tail = last(name)
+    if is_under(name, "torch.optim") and tail[:1].isupper():
+        return not (".lr_scheduler" in name or ".swa_utils" in name or tail == "Optimizer")
+    return tail == "ZeroRedundancyOptimizer"
+
+
+def dtype_of(m: FileModel, expr: ast.expr | None, func: Func) -> str | None:
+    """``"fp16"``/``"bf16"``/``"fp32"`` when every value ``expr`` may hold is that dtype."""
+    if expr is None:
+        return None
+    found = set()
+    for value in m.resolve(expr, func):
+        name = m.qualname(value)
+        if name and is_under(name, "torch") and last(name) in DTYPES:
+            found.add(DTYPES[last(name)])
+        else:
+            return None
+    return found.pop() if len(found) == 1 else None
+
+
+def policy_calls(m: FileModel) -> list[Call]:
+    """``MixedPrecision(...)`` (FSDP1) and ``MixedPrecisionPolicy(...)`` (FSDP2) calls."""
+    return [c for c in m.calls_to(*POLICIES, module="torch.distributed") if c.node]
+
+
+def kwarg_is(call: ast.Call, name: str, value: object) -> bool:
+    """True if ``call`` passes ``name=value`` as a literal."""
+    return any(kw.arg == name and constant(kw.value) == value for kw in call.keywords)
+
+
+def is_distributed(m: FileModel) -> bool:
+    """True if the file sets up or uses torch.distributed data parallelism."""
+    return bool(
+        m.calls_to("init_process_group", "init_device_mesh", module="torch.distributed")
+        or m.calls_to("fully_shard", "FullyShardedDataParallel", module="torch.distributed")
+        or m.calls_to("DistributedDataParallel", module="torch.nn")
+    )

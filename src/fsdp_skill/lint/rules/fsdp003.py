@@ -1,0 +1,64 @@
+"""FSDP003: a collective or state-dict gathering call reachable only on some ranks (hang)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import Branch, Call, FileModel
+from fsdp_skill.lint.rules._api import is_collective
+
+CODE = "FSDP003"
+PITFALL = "collective-under-rank-condition"
+SEVERITY = "error"
+SUMMARY = "collective called on some ranks only"
+
+
+def fix(version: tuple[int, int]) -> str:
+    return (
+        "call the collective on every rank (move it out of the rank check); keep only the "
+        "rank-0 work, such as writing the file, inside the branch"
+    )
+
+
+def _collective_functions(m: FileModel) -> set[int]:
+    direct = {id(c.func) for c in m.calls if is_collective(m, c) and not c.func.is_module}
+    return m.transitive(direct)
+
+
+def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
+    op = is_collective(m, call)
+    if op:
+        return op
+    callee = m.local_callee(call)
+    if callee is not None and id(callee) in functions:
+        return f"{callee.name}() (it runs a collective)"
+    return None
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    functions = _collective_functions(m)
+    by_branch: dict[Branch, list[tuple[Call, str]]] = {}
+    for call in m.calls:
+        if call.branch is None:
+            continue
+        op = _collective_of(m, call, functions)
+        if op:
+            by_branch.setdefault(call.branch, []).append((call, op))
+    for branch, hits in by_branch.items():
+        other = Branch(branch.node, not branch.orelse)
+        if other in by_branch:
+            continue  # both arms communicate: a matched pair (e.g. broadcast_object_list)
+        if branch.orelse and not branch.node.orelse:
+            continue
+        call, op = hits[0]
+        test = ast.unparse(branch.node.test)
+        test = test if len(test) <= 60 else test[:57] + "..."
+        where = "else-branch of" if branch.orelse else "branch"
+        yield (
+            call.node,
+            (
+                f"`{op}` runs only in the {where} `if {test}`: the other ranks never join "
+                "this collective and the job hangs"
+            ),
+        )

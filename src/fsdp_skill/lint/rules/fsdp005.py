@@ -1,0 +1,70 @@
+"""FSDP005: NCCL / CUDA mesh with no per-rank device (no set_device, no device_id)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import Call, FileModel, call_arg, constant
+
+CODE = "FSDP005"
+PITFALL = "nccl-without-per-rank-device"
+SEVERITY = "error"
+SUMMARY = "NCCL used with no per-rank CUDA device"
+
+_DEVICE_SETTERS = {"set_device", "set_device_index", "set_device_idx"}
+
+
+def fix(version: tuple[int, int]) -> str:
+    return (
+        'call torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) before initialising, or '
+        "pass device_id=torch.device('cuda', local_rank) to init_process_group"
+    )
+
+
+def _strings(m: FileModel, call: Call, expr: ast.expr | None) -> set[str] | None:
+    """The literal strings ``expr`` may be (an ``a if c else b`` gives both); None if unknown."""
+    if expr is None:
+        return None
+    out: set[str] = set()
+    for value in m.resolve(expr, call.func):
+        options = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        for option in options:
+            text = constant(option)
+            if not isinstance(text, str):
+                return None
+            out.add(text.lower())
+    return out
+
+
+def _device_pinned(m: FileModel) -> bool:
+    if m.identifiers & _DEVICE_SETTERS:
+        return True
+    for call in m.calls_to("init_process_group", module="torch.distributed"):
+        if call_arg(call.node, -1, "device_id") is not None:
+            return True
+    if m.calls_to("device", module="torch.cuda"):
+        return True  # ``with torch.cuda.device(local_rank):`` selects the device
+    return any("CUDA_VISIBLE_DEVICES" == s.value for s in m.strings)
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    uses = []
+    for call in m.calls_to("init_process_group", module="torch.distributed"):
+        backends = _strings(m, call, call_arg(call.node, 0, "backend"))
+        if backends and any("nccl" in b for b in backends):
+            uses.append((call, "init_process_group with NCCL"))
+    for call in m.calls_to("init_device_mesh", module="torch.distributed"):
+        kinds = _strings(m, call, call_arg(call.node, 0, "device_type"))
+        if kinds and "cuda" in kinds:
+            uses.append((call, 'init_device_mesh("cuda", ...)'))
+    if not uses or _device_pinned(m):
+        return
+    call, what = uses[0]
+    yield (
+        call.node,
+        (
+            f"{what} but no per-rank device is set: every rank would use cuda:0 "
+            "(hangs or 'Duplicate GPU detected')"
+        ),
+    )

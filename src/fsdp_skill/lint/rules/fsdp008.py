@@ -1,0 +1,74 @@
+"""FSDP008: DistributedSampler used but set_epoch never called."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import Call, FileModel, call_arg, constant, key_of
+from fsdp_skill.lint.rules._api import last
+
+CODE = "FSDP008"
+PITFALL = "distributed-sampler-without-set-epoch"
+SEVERITY = "warning"
+SUMMARY = "DistributedSampler without set_epoch"
+
+
+def fix(version: tuple[int, int]) -> str:
+    return "call sampler.set_epoch(epoch) at the start of every epoch, before iterating"
+
+
+def _iterated_keys(m: FileModel) -> set[str]:
+    """Keys that a loop iterates over (``for b in loader``, ``enumerate(loader)``, ``iter``)."""
+    keys = set()
+    for records in m.assigns.values():
+        for a in records:
+            if not a.loop or a.value is None:
+                continue
+            value = a.value
+            while isinstance(value, ast.Call) and value.args:
+                value = value.args[0]  # enumerate(loader), tqdm(loader), zip(loader, ...)
+            if key_of(value):
+                keys.add(key_of(value))
+    for call in m.calls:
+        if isinstance(call.node.func, ast.Name) and call.node.func.id in ("iter", "next"):
+            if call.node.args and key_of(call.node.args[0]):
+                keys.add(key_of(call.node.args[0]))
+    return keys
+
+
+def _loaders_using(m: FileModel, sampler: Call) -> list[str]:
+    """Keys bound to a DataLoader that uses ``sampler`` (inline or through a name)."""
+    sampler_keys = {
+        a.key for records in m.assigns.values() for a in records if a.value is sampler.node
+    }
+    out = []
+    for loader in m.calls_to("DataLoader", module="torch.utils.data"):
+        arg = call_arg(loader.node, 2, "sampler")
+        if arg is None:
+            continue
+        if arg is sampler.node or key_of(arg) in sampler_keys:
+            out += [
+                a.key for records in m.assigns.values() for a in records if a.value is loader.node
+            ]
+    return out
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if "set_epoch" in m.identifiers:
+        return
+    iterated = _iterated_keys(m)
+    for sampler in m.calls_to("DistributedSampler", module="torch.utils.data"):
+        if last(m.call_name(sampler)) != "DistributedSampler":
+            continue
+        shuffle = call_arg(sampler.node, 3, "shuffle")
+        if shuffle is not None and constant(shuffle) is False:
+            continue
+        if any(key in iterated for key in _loaders_using(m, sampler)):
+            yield (
+                sampler.node,
+                (
+                    "DistributedSampler shuffles but set_epoch is never called: every epoch "
+                    "repeats the same order"
+                ),
+            )

@@ -1,0 +1,70 @@
+"""FSDP009: a DataLoader in a distributed script with no DistributedSampler or per-rank split."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import Call, FileModel, call_arg, has_splat, key_of
+from fsdp_skill.lint.rules._api import is_distributed
+
+CODE = "FSDP009"
+PITFALL = "dataloader-without-distributed-sampler"
+SEVERITY = "warning"
+SUMMARY = "DataLoader without a per-rank split in a distributed script"
+
+_SPLITTERS = {"split_dataset_by_node", "shard", "DistributedSampler", "get_worker_info"}
+
+
+def fix(version: tuple[int, int]) -> str:
+    return (
+        "pass sampler=DistributedSampler(dataset) (and call set_epoch each epoch), or split "
+        "the data by rank yourself"
+    )
+
+
+def _per_rank(m: FileModel, expr: ast.expr | None, call: Call, depth: int = 0) -> bool:
+    """True if the dataset expression (or what it was built from) depends on the rank."""
+    if expr is None or depth > 3:
+        return True  # unknown dataset: stay silent
+    if m.mentions_rank(expr, call.func):
+        return True
+    for node in ast.walk(expr):
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if name in _SPLITTERS:
+            return True
+        if isinstance(node, ast.Call):
+            callee = m.local_callee(m.call_of[id(node)]) if id(node) in m.call_of else None
+            if callee is not None:
+                return True  # a local factory or class: it may split by rank inside
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            if name and name in m.classes:
+                return True
+        if isinstance(node, ast.Name):
+            for a in m.values_of(node.id, call.func):
+                if a.value is not None and a.value is not expr:
+                    if _per_rank(m, a.value, call, depth + 1):
+                        return True
+    return False
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not is_distributed(m):
+        return
+    for loader in m.calls_to("DataLoader", module="torch.utils.data"):
+        node = loader.node
+        if loader.branch is not None or has_splat(node):
+            continue  # a rank-0-only loader (evaluation) or unknown arguments
+        if call_arg(node, 2, "sampler") is not None or call_arg(node, 3, "batch_sampler"):
+            continue
+        dataset = call_arg(node, 0, "dataset")
+        if _per_rank(m, dataset, loader):
+            continue
+        label = key_of(dataset) or "the dataset"
+        yield (
+            node,
+            (
+                f"DataLoader over `{label}` has no DistributedSampler: every rank trains on the "
+                "same batches"
+            ),
+        )

@@ -1,0 +1,49 @@
+"""FSDP011: FSDP1 wrap of a whole model with no auto_wrap_policy and no nested wrapping."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import FileModel, call_arg, constant, has_splat, key_of
+
+CODE = "FSDP011"
+PITFALL = "fsdp1-no-auto-wrap-policy"
+SEVERITY = "warning"
+SUMMARY = "FSDP1 wraps the whole model as one unit"
+
+
+def fix(version: tuple[int, int]) -> str:
+    return (
+        "pass auto_wrap_policy=ModuleWrapPolicy({YourBlock}) (or "
+        "functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={YourBlock}))"
+    )
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    wraps = m.calls_to("FullyShardedDataParallel", module="torch.distributed.fsdp")
+    if len(wraps) != 1 or m.identifiers & {"enable_wrap", "wrap"}:
+        return  # several wrap sites: nested wrapping by hand
+    call = wraps[0]
+    node = call.node
+    if has_splat(node) or call.loop:
+        return
+    policy = call_arg(node, -1, "auto_wrap_policy")
+    if policy is not None and constant(policy) is not None:
+        return
+    func = call.func
+    if not func.is_module:
+        uses = [c for c in m.calls if m.local_callee(c) is func]
+        if len(uses) > 1 or any(c.loop for c in uses):
+            return  # a wrapping helper called per submodule
+        if not uses and func.cls is None:
+            return  # a helper for other modules: they may call it per submodule
+    module = call_arg(node, 0, "module")
+    label = key_of(module) or "the model"
+    yield (
+        node,
+        (
+            f"FullyShardedDataParallel(`{label}`) with no auto_wrap_policy: the whole model is "
+            "one unit, so every rank gathers all parameters at once (no memory saving)"
+        ),
+    )

@@ -1,0 +1,132 @@
+"""FSDP015: a model built on the meta device never materialised (to_empty plus init)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import Assign, FileModel, call_arg, constant, is_inside, key_of
+from fsdp_skill.lint.rules._api import kwarg_is, last
+
+CODE = "FSDP015"
+PITFALL = "meta-device-model-not-materialized"
+SEVERITY = "error"
+SUMMARY = "meta-device model never materialised"
+
+_INIT_WORDS = ("init", "reset_parameters", "load", "apply")
+_NOT_INIT = {"init_process_group", "init_device_mesh", "__init__"}
+
+
+def fix(version: tuple[int, int]) -> str:
+    return (
+        'after sharding call model.to_empty(device="cuda") and then initialise the '
+        "parameters (model.reset_parameters() / your init_weights, or load a checkpoint)"
+    )
+
+
+def _is_meta(m: FileModel, expr: ast.AST | None) -> bool:
+    if constant(expr) == "meta":
+        return True
+    if isinstance(expr, ast.Call) and last(m.qualname(expr.func)) == "device":
+        return constant(call_arg(expr, 0, "type")) == "meta"
+    return False
+
+
+def _meta_models(m: FileModel) -> Iterator[Assign]:
+    """Bindings of a module constructed on the meta device."""
+    for records in m.assigns.values():
+        for a in records:
+            value = a.value
+            if not isinstance(value, ast.Call) or a.loop:
+                continue
+            in_meta = any(
+                _is_meta(m, w) or last(m.qualname(w.func)) == "init_empty_weights" for w in a.withs
+            )
+            on_meta = _is_meta(m, call_arg(value, -1, "device"))
+            moved = (
+                isinstance(value.func, ast.Attribute)
+                and value.func.attr == "to"
+                and (_is_meta(m, call_arg(value, 0, "device")))
+            )
+            if (in_meta or on_meta or moved) and not _is_tensor_factory(m, value):
+                yield a
+
+
+def _is_tensor_factory(m: FileModel, call: ast.Call) -> bool:
+    name = m.qualname(call.func) or ""
+    return name.startswith("torch.") and not name.startswith("torch.nn")
+
+
+def _materialisation(m: FileModel) -> str | None:
+    """How the file gives meta modules real storage: "to_empty", "fsdp1", "assign" or None."""
+    how = None
+    for call in m.calls:
+        func = call.node.func
+        if isinstance(func, ast.Attribute) and func.attr == "to_empty":
+            how = how or "to_empty"
+        elif isinstance(func, ast.Attribute) and func.attr == "load_state_dict":
+            if kwarg_is(call.node, "assign", True):
+                return "assign"
+        elif last(m.call_name(call)) == "FullyShardedDataParallel":
+            return "fsdp1"  # FSDP1 materialises meta modules (reset_parameters/param_init_fn)
+    return how
+
+
+def _escapes(m: FileModel, a: Assign) -> bool:
+    """True if the model leaves this file's view (returned, or handed to unknown code)."""
+    for ret in a.func.returns:
+        if key_of(ret) and is_inside(key_of(ret), a.key):
+            return True
+    for call in m.calls:
+        if call.func is not a.func:
+            continue
+        name = m.call_name(call)
+        if name and name.startswith("torch."):
+            continue
+        if m.local_callee(call) is not None:
+            continue
+        args = list(call.node.args) + [k.value for k in call.node.keywords]
+        if any(key_of(arg) == a.key for arg in args):
+            return True
+    return False
+
+
+def _initialised(m: FileModel) -> bool:
+    for call in m.calls:
+        func = call.node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _NOT_INIT:
+            continue
+        if any(word in name for word in _INIT_WORDS):
+            return True
+    return False
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    for a in _meta_models(m):
+        how = _materialisation(m)
+        if how is None:
+            if not _escapes(m, a):
+                yield (
+                    a.node,
+                    (
+                        f"`{a.key}` is built on the meta device and never materialised: its "
+                        "parameters have no storage (call to_empty, then initialise)"
+                    ),
+                )
+            return
+        if how == "to_empty" and not _initialised(m):
+            empty = next(
+                c
+                for c in m.calls
+                if isinstance(c.node.func, ast.Attribute) and c.node.func.attr == "to_empty"
+            )
+            yield (
+                empty.node,
+                (
+                    "to_empty allocates uninitialised memory, and no parameter init follows "
+                    "(reset_parameters, init_weights or a checkpoint load): training starts "
+                    "from garbage"
+                ),
+            )
+        return

@@ -1,0 +1,88 @@
+"""FSDP017: plain torch.save of an FSDP model's or optimizer's state dict."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint.core import Call, FileModel, call_arg, key_of
+from fsdp_skill.lint.rules._api import is_optimizer, last
+
+CODE = "FSDP017"
+PITFALL = "torch-save-sharded-state-dict"
+SEVERITY = "error"
+SUMMARY = "torch.save of a sharded model's or optimizer's state dict"
+
+
+def fix(version: tuple[int, int]) -> str:
+    return (
+        "save with torch.distributed.checkpoint (dcp.save(get_state_dict(...)) on every rank), "
+        "or gather a full state dict with get_model_state_dict(..., StateDictOptions("
+        "full_state_dict=True, cpu_offload=True)) and torch.save it on rank 0"
+    )
+
+
+def _optimizers_of_sharded(m: FileModel) -> set[str]:
+    """Keys bound to optimizers built over a sharded model's parameters."""
+    out = set()
+    for call in m.calls:
+        if not is_optimizer(m, call):
+            continue
+        params = call_arg(call.node, 0, "params")
+        if any(m.shard_kinds(k, call.func) for k in m.parameter_owners(params, call.func)):
+            out |= {a.key for rs in m.assigns.values() for a in rs if a.value is call.node}
+    return out
+
+
+def _full_state_dict_context(m: FileModel, call: Call) -> bool:
+    return any(last(m.qualname(w.func)) == "state_dict_type" for w in call.withs)
+
+
+def _state_dicts(m: FileModel, expr: ast.expr, func, depth: int = 0) -> Iterator[Call]:
+    """``X.state_dict()`` calls that ``expr`` holds, following names and containers."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "state_dict" and id(node) in m.call_of:
+                yield m.call_of[id(node)]
+        elif isinstance(node, ast.Name) and depth < 3:
+            for a in m.values_of(node.id, func):
+                if a.value is not None and not a.loop:
+                    yield from _state_dicts(m, a.value, a.func, depth + 1)
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    saves = [
+        c
+        for c in m.calls_to("save", module="torch")
+        if m.call_name(c) in ("torch.save", "torch.serialization.save")
+    ]
+    if not saves or "set_state_dict_type" in m.identifiers:
+        return
+    optimizers = _optimizers_of_sharded(m)
+    for save in saves:
+        obj = call_arg(save.node, 0, "obj")
+        if obj is None:
+            continue
+        for sd in _state_dicts(m, obj, save.func):
+            owner = key_of(sd.node.func.value)
+            if owner is None or _full_state_dict_context(m, sd):
+                continue
+            kinds = m.shard_kinds(owner, sd.func)
+            if kinds:
+                yield (
+                    save.node,
+                    (
+                        f"torch.save of `{owner}.state_dict()` of a sharded model: it holds "
+                        "this rank's shards only, and every rank overwrites the same file"
+                    ),
+                )
+                break
+            if owner in optimizers:
+                yield (
+                    save.node,
+                    (
+                        f"torch.save of `{owner}.state_dict()` of an optimizer over sharded "
+                        "parameters: it holds this rank's shards only"
+                    ),
+                )
+                break

@@ -1,0 +1,102 @@
+"""FSDP018: FSDP2 module's forward (or another method using its parameters) called directly."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from fsdp_skill.lint import versions
+from fsdp_skill.lint.core import Class, FileModel, Func, constant, key_of
+
+CODE = "FSDP018"
+PITFALL = "fsdp2-method-bypasses-forward-hooks"
+SEVERITY = "error"
+SUMMARY = "FSDP2 module method called without the pre-forward all-gather"
+
+
+def fix(version: tuple[int, int]) -> str:
+    where = versions.fsdp2_module(version) or "torch.distributed._composable.fsdp"
+    return (
+        "call the module itself (model(x)) instead of model.forward(x); for another method, "
+        f'register it once with register_fsdp_forward_method(model, "name") from {where}'
+    )
+
+
+def _registered(m: FileModel) -> set[tuple[str, str]]:
+    out = set()
+    for call in m.calls_to("register_fsdp_forward_method", module="torch.distributed"):
+        args = call.node.args
+        if len(args) >= 2 and isinstance(constant(args[1]), str):
+            out.add((key_of(args[0]) or "", constant(args[1])))
+    return out
+
+
+def _module_attrs(m: FileModel, cls: Class) -> set[str]:
+    """``self.x`` attributes assigned an nn.Module, Parameter or local class instance."""
+    out = set()
+    for key, records in m.assigns.items():
+        if not key.startswith("self.") or key.count(".") != 1:
+            continue
+        for a in records:
+            if not isinstance(a.value, ast.Call) or m.scope_for(key, a.func) is not cls:
+                continue
+            name = m.qualname(a.value.func) or ""
+            local = isinstance(a.value.func, ast.Name) and a.value.func.id in m.classes
+            if name.startswith("torch.nn") or local:
+                out.add(key.split(".", 1)[1])
+    return out
+
+
+def _uses_parameters(m: FileModel, method: Func, attrs: set[str]) -> bool:
+    for node in ast.walk(method.node):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and (node.attr in attrs or node.attr == "forward")
+        ):
+            return True
+    return False
+
+
+def _class_of(m: FileModel, key: str, func: Func) -> Class | None:
+    for a in m.values_of(key, func):
+        if isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name):
+            cls = m.classes.get(a.value.func.id)
+            if cls is not None:
+                return cls
+    return None
+
+
+def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    registered = _registered(m)
+    for call in m.calls:
+        func = call.node.func
+        if not isinstance(func, ast.Attribute) or m.qualname(func) is not None:
+            continue
+        key = key_of(func.value)
+        if key is None or "fsdp2" not in m.shard_kinds(key, call.func):
+            continue
+        if (key, func.attr) in registered:
+            continue
+        if func.attr == "forward":
+            yield (
+                call.node,
+                (
+                    f"`{key}.forward(...)` bypasses the FSDP2 hooks: parameters stay sharded "
+                    f"(call `{key}(...)`)"
+                ),
+            )
+            continue
+        cls = _class_of(m, key, call.func)
+        method = cls.methods.get(func.attr) if cls else None
+        if method is None or method.node is None or func.attr.startswith("__"):
+            continue
+        if _uses_parameters(m, method, _module_attrs(m, cls)):
+            yield (
+                call.node,
+                (
+                    f"`{key}.{func.attr}(...)` uses the module's parameters outside forward: "
+                    "FSDP2 never all-gathers them for it"
+                ),
+            )

@@ -1,0 +1,60 @@
+"""The torch version that advice is written for, and the version facts the advice depends on.
+
+Each fact carries its source. The installed torch's version is read from package metadata
+(never by importing torch).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+LATEST = (2, 13)
+
+FSDP2_PUBLIC = (2, 6)
+"""``fully_shard`` is importable from ``torch.distributed.fsdp`` since 2.6; source:
+https://github.com/pytorch/pytorch/pull/141868 (moved out of ``_composable``, targeting 2.6)."""
+
+FSDP2_PROTOTYPE = (2, 4)
+"""FSDP2 first shipped as ``torch.distributed._composable.fsdp.fully_shard`` in 2.4; source:
+https://docs.nvidia.com/megatron-core/developer-guide/nightly/apidocs/core/core.distributed.torch_fully_sharded_data_parallel.html
+("PyTorch version >= 2.4.0 is required" for its FSDP2 wrapper)."""
+
+AMP_GRAD_SCALER = (2, 4)
+"""``torch.amp.GradScaler("cuda")`` replaces the deprecated ``torch.cuda.amp.GradScaler`` from 2.4;
+source: https://github.com/pytorch/pytorch/pull/126527."""
+
+
+def parse(version: str) -> tuple[int, int]:
+    """``"2.5"`` or ``"2.5.1+cu121"`` -> ``(2, 5)``; raises ValueError on anything else."""
+    match = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.\d+)?(?:[+.\-]?\w*)*\s*", version)
+    if not match:
+        raise ValueError(f"not a torch version: {version!r} (expected X.Y, e.g. 2.6)")
+    return int(match.group(1)), int(match.group(2))
+
+
+@cache
+def installed() -> tuple[int, int]:
+    """The installed torch's version from its metadata, or the latest known one."""
+    from importlib import metadata
+
+    try:
+        return parse(metadata.version("torch"))
+    except (metadata.PackageNotFoundError, ValueError):
+        return LATEST
+
+
+def fsdp2_module(version: tuple[int, int]) -> str | None:
+    """Where ``fully_shard`` is imported from in ``version`` (None: FSDP2 does not exist)."""
+    if version >= FSDP2_PUBLIC:
+        return "torch.distributed.fsdp"
+    if version >= FSDP2_PROTOTYPE:
+        return "torch.distributed._composable.fsdp"
+    return None
+
+
+def grad_scaler(version: tuple[int, int]) -> str:
+    """The plain gradient scaler's spelling in ``version``."""
+    if version >= AMP_GRAD_SCALER:
+        return 'torch.amp.GradScaler("cuda")'
+    return "torch.cuda.amp.GradScaler()"
