@@ -146,6 +146,62 @@ def render(check) -> int:
 # --- tools: each section below belongs to one module; keep edits inside your section ------
 
 
+# --- tools: lint (static checks of training code) -------------------------------------------
+
+
+@cli.command("lint", context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, type=str)
+@click.option("--select", multiple=True, metavar="CODES", help="Only these codes (FSDP001,...).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Skip these codes.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@click.option("--torch-version", metavar="X.Y", help="Fit the advice to this torch version.")
+@click.option("--explain", "explain_code", metavar="FSDPnnn", help="Print a rule's pitfall.")
+@click.option("--no-fix", is_flag=True, help="Text output: omit the fix line.")
+@json_option
+def lint_command(paths, select, ignore, fmt, torch_version, explain_code, no_fix, as_json) -> int:
+    """Check training scripts for FSDP and torch.distributed mistakes (exit 1 on findings).
+
+    PATHS are files or folders (default: .); folders are searched for *.py, honouring
+    .gitignore and [tool.fsdp-skill.lint] exclude. Silence one line with # noqa: FSDPnnn.
+    """
+    from fsdp_skill.lint import formats, lint_paths
+    from fsdp_skill.lint.explain import explain_rule
+
+    if explain_code:
+        doc = explain_rule(explain_code, torch_version)
+        if as_json or fmt == "json":
+            emit_json(doc)
+        else:
+            echo(doc["text"])
+        return 0
+    result = lint_paths(
+        list(paths) or ["."],
+        select=list(select) or None,
+        ignore=list(ignore) or None,
+        torch_version=torch_version,
+    )
+    if result["files"] == 0 and result["errors"]:
+        for e in result["errors"]:
+            echo(f"{e['path']}: error: {e['message']}", err=True)
+        first = result["errors"][0]
+        raise UsageError(f"nothing could be read ({first['path']}: {first['message']})")
+    if as_json or fmt == "json":
+        emit_json(result)
+    elif fmt == "sarif":
+        emit_json(formats.sarif(result, __version__))
+    else:
+        for line in formats.text(result, show_fix=not no_fix):
+            echo(line)
+    return 1 if result["findings"] or result["errors"] else 0
+
+
 # --- tools: search / show / refresh (references and the search index) ---------------------
 
 
