@@ -523,6 +523,53 @@ def new_command(
     return 0
 
 
+# --- tools: explain / hang (diagnose errors and hung jobs) --------------------------------
+
+
+@cli.command("explain", context_settings=CONTEXT)
+@click.argument("text", required=False)
+@click.option("--file", "file", metavar="LOG", help="Read the error or log from this file.")
+@json_option
+def explain_command(text, file, as_json) -> int:
+    """Say what an error message, traceback or whole log means and what to do.
+
+    TEXT is the message; use --file LOG for a file, or `-` (or a pipe) for stdin. Exits 1
+    when no known error is found.
+    """
+    from fsdp_skill.diagnose import explain as run_explain
+    from fsdp_skill.diagnose.render import explain_text, read_explain_input
+
+    result = run_explain(read_explain_input(text, file))
+    if as_json:
+        emit_json(result)
+    else:
+        for line in explain_text(result):
+            echo(line)
+    return 0 if result["matches"] else 1
+
+
+@cli.command("hang", context_settings=CONTEXT)
+@click.argument("paths", nargs=-1, metavar="PATH...")
+@json_option
+def hang_command(paths, as_json) -> int:
+    """Find where the ranks of a hung or failed job diverged.
+
+    PATH: per-rank logs, torchrun output, NCCL_DEBUG=INFO logs, watchdog timeouts,
+    TORCH_DISTRIBUTED_DEBUG=DETAIL reports, flight-recorder dumps, or folders of them.
+    Exits 1 when a divergence or a hang is found, 0 when none is.
+    """
+    from fsdp_skill.diagnose import hang as run_hang
+    from fsdp_skill.diagnose.render import hang_text
+
+    result = run_hang(list(paths))
+    if as_json:
+        emit_json(result)
+    else:
+        for line in hang_text(result):
+            echo(line)
+    return 0 if result["verdict"] == "no-divergence" else 1
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
     try:

@@ -1,0 +1,28 @@
+"""Diagnose distributed failures: ``explain`` (error text -> pitfalls) and ``hang`` (logs -> divergence).
+
+Both are on the fast path: nothing here imports torch. The work lives in the submodules,
+imported when a function is called.
+"""
+
+from __future__ import annotations
+
+
+def explain(text: str) -> dict:
+    """Every known error in ``text`` (a message, traceback or whole log), ranked.
+
+    Returns ``{"matches": [{"id", "title", "cause", "fix", "refs", "confidence", "matched", ...}]}``.
+    """
+    from fsdp_skill.diagnose.explain import explain as run
+
+    return run(text)
+
+
+def hang(paths: list[str]) -> dict:
+    """Read every rank's logs or flight-recorder dumps and find where the ranks diverged.
+
+    Returns ``{"ranks", "verdict", "culprit_ranks", "first_divergence", "advice", "inputs", ...}``;
+    raises ``UsageError`` when nothing could be read.
+    """
+    from fsdp_skill.diagnose.hang import hang as run
+
+    return run(paths)

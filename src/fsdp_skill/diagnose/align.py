@@ -1,0 +1,198 @@
+"""Aligning the ranks' collectives and finding where they part ways.
+
+Per process group, ranks are grouped by identical sequences; only the distinct sequences are
+compared (slice comparisons in C, a binary search for the first difference), so the cost is
+linear in the data even for thousands of ranks. At the first sequence number where the ranks
+disagree, they split into sides; the majority is the reference and the others are the culprits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fsdp_skill.diagnose.trace import DEFAULT_PG, UNKNOWN, Sequence, Trace
+
+ABSENT = -2
+"""The rank's log ends before this collective: it never reached it."""
+FAILED = -3
+"""The rank stopped outside any collective (exception, exit, signal)."""
+
+MISSING = "missing-collective"
+"""The culprits never reached a collective the others are in (exception, exit, branch, stall)."""
+EXTRA = "extra-collective"
+"""The culprits ran a collective the majority never reached."""
+OP_MISMATCH = "op-mismatch"
+SIZE_MISMATCH = "size-mismatch"
+ALL_WAITING = "all-waiting"
+NO_DIVERGENCE = "no-divergence"
+VERDICTS = (MISSING, EXTRA, OP_MISMATCH, SIZE_MISMATCH, ALL_WAITING, NO_DIVERGENCE)
+
+
+@dataclass
+class Side:
+    value: int
+    ranks: list[int]
+    site: str = ""
+
+
+@dataclass
+class Divergence:
+    verdict: str
+    pg: str | None = None
+    seq: int | None = None
+    sides: list[Side] = field(default_factory=list)
+    culprits: list[int] = field(default_factory=list)
+    tie: bool = False
+
+
+def _first_difference(a: Sequence, b: Sequence) -> int | None:
+    """The first sequence number where ``a`` and ``b`` disagree; None if they never do."""
+    a_base, b_base = a.base or 0, b.base or 0
+    lo, hi = max(a_base, b_base), min(a.end, b.end)
+    if lo < hi:
+        sa = a.sigs[lo - a_base : hi - a_base]
+        sb = b.sigs[lo - b_base : hi - b_base]
+        if sa != sb:
+            good, bad = 0, len(sa)
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                if sa[good:mid] == sb[good:mid]:
+                    good = mid
+                else:
+                    bad = mid
+            return lo + good
+    if a.end == b.end:
+        return None
+    short, long_ = (a, b) if a.end < b.end else (b, a)
+    return max(short.end, long_.base or 0)
+
+
+def _value_at(seq: Sequence, at: int) -> int | None:
+    base = seq.base or 0
+    if at >= seq.end:
+        return ABSENT
+    if at < base:
+        return None
+    return seq.sigs[at - base]
+
+
+def _members(trace: Trace, pg: str) -> dict[int, Sequence]:
+    members = {r: st.pgs[pg] for r, st in trace.ranks.items() if pg in st.pgs}
+    if pg == DEFAULT_PG:
+        # A rank with no collective logged at all never reached the first one we know of.
+        for rank, state in trace.ranks.items():
+            if rank not in members and not state.pgs and not state.waits:
+                members[rank] = Sequence()
+    return members
+
+
+def _pick_culprits(trace: Trace, sides: list[Side]) -> tuple[list[Side], bool]:
+    """The odd sides out: all but the majority. Ties go against failed or absent ranks."""
+
+    def weight(side: Side) -> tuple:
+        failed = any(trace.ranks[r].failure for r in side.ranks)
+        return (len(side.ranks), not failed, side.value != ABSENT, -min(side.ranks))
+
+    ordered = sorted(sides, key=weight, reverse=True)
+    tie = len(ordered) > 1 and len(ordered[0].ranks) == len(ordered[1].ranks)
+    return ordered[1:], tie
+
+
+def _verdict(trace: Trace, reference: Side, odd: list[Side]) -> str:
+    if reference.value == ABSENT:
+        return EXTRA
+    if any(s.value < 0 for s in odd):
+        return MISSING
+    ref = trace.signature(reference.value)
+    for side in odd:
+        sig = trace.signature(side.value)
+        if ref and sig and ref.op != sig.op:
+            return OP_MISMATCH
+    return SIZE_MISMATCH
+
+
+def sequence_divergence(trace: Trace, pg: str) -> Divergence | None:
+    members = _members(trace, pg)
+    if len(members) < 2 or not any(s.sigs for s in members.values()):
+        return None
+    groups: dict[tuple, list[int]] = {}
+    for rank in sorted(members):
+        seq = members[rank]
+        groups.setdefault((seq.base or 0, seq.sigs.tobytes()), []).append(rank)
+    if len(groups) == 1:
+        return None
+    ranked = sorted(groups.values(), key=lambda ranks: (-len(ranks), ranks[0]))
+    reference = members[ranked[0][0]]
+    diffs = [_first_difference(reference, members[ranks[0]]) for ranks in ranked[1:]]
+    found = [d for d in diffs if d is not None]
+    if not found:
+        return None
+    at = min(found)
+    by_value: dict[int, list[int]] = {}
+    for rank, seq in sorted(members.items()):
+        value = _value_at(seq, at)
+        if value is not None:
+            by_value.setdefault(value, []).append(rank)
+    if UNKNOWN in by_value and len(by_value) == 2:
+        return None
+    sides = [Side(v, r) for v, r in by_value.items()]
+    odd, tie = _pick_culprits(trace, sides)
+    reference_side = next(s for s in sides if s not in odd)
+    culprits = sorted(r for s in odd for r in s.ranks)
+    return Divergence(
+        _verdict(trace, reference_side, odd), pg, at, [reference_side, *odd], culprits, tie
+    )
+
+
+def site_divergence(trace: Trace) -> Divergence | None:
+    """Without sequence numbers: compare where each rank stopped (collective and call site)."""
+    places: dict[tuple, list[int]] = {}
+    for rank, state in sorted(trace.ranks.items()):
+        wait = next((w for w in state.waits if w.seq is None), None)
+        if wait is not None:
+            places.setdefault((wait.sig, wait.site), []).append(rank)
+        elif state.failure:
+            places.setdefault((FAILED, ""), []).append(rank)
+    collective_places = [k for k in places if k[0] != FAILED]
+    if not collective_places or len(places) < 2:
+        return None
+    sides = [Side(sig, ranks, site) for (sig, site), ranks in places.items()]
+    odd, tie = _pick_culprits(trace, sides)
+    reference = next(s for s in sides if s not in odd)
+    if reference.value == FAILED:
+        return None
+    culprits = sorted(r for s in odd for r in s.ranks)
+    return Divergence(MISSING, DEFAULT_PG, None, [reference, *odd], culprits, tie)
+
+
+def all_waiting(trace: Trace) -> Divergence | None:
+    """Every rank with a known position waits in the same collective, and none failed."""
+    stops = set()
+    ranks = []
+    for rank, state in sorted(trace.ranks.items()):
+        if state.failure:
+            return None
+        if not state.waits:
+            continue
+        wait = state.waits[0]
+        stops.add((wait.pg, wait.seq, wait.sig, wait.site))
+        ranks.append(rank)
+    if len(stops) != 1 or len(ranks) < 2:
+        return None
+    pg, seq, sig, site = stops.pop()
+    return Divergence(ALL_WAITING, pg, seq, [Side(sig, ranks, site)], [], False)
+
+
+def diverge(trace: Trace) -> tuple[Divergence, list[Divergence]]:
+    """The verdict's divergence, and divergences found in other process groups."""
+    pgs = sorted(
+        {pg for st in trace.ranks.values() for pg in st.pgs}, key=lambda p: (p != DEFAULT_PG, p)
+    )
+    found = [d for d in (sequence_divergence(trace, pg) for pg in pgs) if d is not None]
+    if found:
+        return found[0], found[1:]
+    for check in (site_divergence, all_waiting):
+        result = check(trace)
+        if result is not None:
+            return result, []
+    return Divergence(NO_DIVERGENCE), []

@@ -1,0 +1,31 @@
+"""Line prefixes that launchers put in front of each rank's output, and how to read them."""
+
+from __future__ import annotations
+
+import re
+
+# torchrun's exception hook and log prefixes: "[rank3]:", "[default3]:" (role + local rank),
+# "[3]:"; a wrapper may add its own "[12345] " before them.
+RANK_PREFIX = re.compile(r"^(?:\[\d+\]\s)?\[(rank|[A-Za-z_]*?)(\d+)\]:[ ]?")
+RANK_PREFIX_BYTES = re.compile(rb"^(?:\[\d+\]\s)?\[(rank|[A-Za-z_]*?)(\d+)\]:[ ]?")
+
+
+def split_prefix(line: str) -> tuple[int | None, bool, str]:
+    """``(rank, is_global, rest)``: the rank a prefixed line belongs to, and the line without it.
+
+    ``is_global`` is False for role prefixes such as ``[default3]:``, which carry the *local* rank.
+    """
+    m = RANK_PREFIX.match(line)
+    if not m:
+        return None, True, line
+    return int(m.group(2)), m.group(1) in ("rank", ""), line[m.end() :]
+
+
+def strip_prefixes(text: str) -> tuple[str, list[int | None]]:
+    """The text with every line's rank prefix removed, and each line's rank (or None)."""
+    lines, ranks = [], []
+    for line in text.splitlines():
+        rank, _, rest = split_prefix(line)
+        lines.append(rest)
+        ranks.append(rank)
+    return "\n".join(lines), ranks

@@ -1,0 +1,113 @@
+"""Plain-text reports of ``explain`` and ``hang`` results, and reading ``explain``'s input."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from fsdp_skill.errors import UsageError
+
+EXPLAIN_MAX_BYTES = 64 << 20
+"""``explain`` reads at most this much of a file: the last part, where the errors are."""
+
+
+def read_explain_input(text: str | None, file: str | None) -> str:
+    """The text to explain: an argument, a file, or stdin (``-`` or nothing on a pipe)."""
+    if file and text and text != "-":
+        raise UsageError("give either TEXT or --file, not both")
+    if file:
+        path = Path(file)
+        try:
+            size = path.stat().st_size
+            with path.open("rb") as fh:
+                if size > EXPLAIN_MAX_BYTES:
+                    fh.seek(size - EXPLAIN_MAX_BYTES)
+                data = fh.read(EXPLAIN_MAX_BYTES)
+        except OSError as exc:
+            raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+        return data.replace(b"\0", b"").decode("utf-8", errors="replace")
+    if text and text != "-":
+        return text
+    if sys.stdin is None or (sys.stdin.isatty() and text != "-"):
+        raise UsageError("give an error message, --file LOG, or pipe a log into stdin")
+    data = sys.stdin.buffer.read(EXPLAIN_MAX_BYTES + 1)
+    return data[-EXPLAIN_MAX_BYTES:].replace(b"\0", b"").decode("utf-8", errors="replace")
+
+
+def _wrap(label: str, text: str) -> list[str]:
+    return textwrap.wrap(
+        " ".join(text.split()), width=96, initial_indent=f"  {label}", subsequent_indent="    "
+    )
+
+
+def explain_text(result: dict) -> list[str]:
+    matches = result["matches"]
+    if not matches:
+        return [
+            "no known error found in the input.",
+            "Try `fsdp-skill search` with the error's key words, or `fsdp-skill hang` for logs "
+            "of a stuck job.",
+        ]
+    lines = [f"{len(matches)} known error(s) found, most telling first:", ""]
+    for n, m in enumerate(matches, 1):
+        ranks = f" on ranks {', '.join(map(str, m['ranks']))}" if m["ranks"] else ""
+        lines.append(f"{n}. {m['title']}  [{m['id']}, confidence {m['confidence']}]")
+        lines.append(f"  matched (line {m['line']}{ranks}): {m['matched']}")
+        lines += _wrap("cause: ", m["cause"])
+        lines += _wrap("fix: ", m["fix"])
+        lines.append(f"  docs: {' '.join(m['refs'])}")
+        lines.append("")
+    return lines
+
+
+def hang_text(result: dict) -> list[str]:
+    lines = [
+        f"ranks analysed: {result['ranks']}",
+        f"verdict: {result['verdict']} - {result['summary']}",
+    ]
+    d = result["first_divergence"]
+    if d:
+        where = f"process group {d['process_group']}" + (
+            f", collective #{d['seq']}" if d["seq"] is not None else ""
+        )
+        lines.append(f"first divergence: {where}")
+        lines.append(f"  ranks {_ranks(d['majority']['ranks'])}: {d['majority']['state']}")
+        for side in d["others"]:
+            lines.append(f"  ranks {_ranks(side['ranks'])}: {side['state']}")
+            for rank, failure in side.get("failures", {}).items():
+                lines.append(f"    rank {rank}: {failure}")
+    culprits = result["culprit_ranks"]
+    lines.append(f"culprit ranks: {_ranks(culprits) if culprits else 'none'}")
+    lines.append("")
+    lines += [line for a in result["advice"] for line in _wrap("- ", a)]
+    if result["pitfalls"]:
+        lines.append(f"  pitfalls: {', '.join(result['pitfalls'])} (fsdp-skill show <id>)")
+    if result["next_run_env"]:
+        lines.append("")
+        lines.append("for the next run, set:")
+        for env in result["next_run_env"]:
+            lines.append(f"  {env['name']}={env['value']}  # {env['why']}")
+    lines.append("")
+    lines.append("inputs:")
+    for item in result["inputs"]:
+        ranks = _ranks(item["ranks"]) if item["ranks"] else "-"
+        lines.append(f"  {item['path']}: {item['kind']}, ranks {ranks}")
+    for warning in result["warnings"]:
+        lines.append(f"warning: {warning}")
+    return lines
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
+    if not ranks:
+        return "-"
+    out, start, prev = [], ranks[0], ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ", ".join(out)

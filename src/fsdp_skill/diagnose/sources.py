@@ -1,0 +1,58 @@
+"""Finding the files to read and the rank each file belongs to."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from fsdp_skill.errors import UsageError
+
+# "rank3.log", "nccl_trace_rank_3", "stderr-rank-03.txt"
+_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+# torchrun --log-dir layout: <dir>/attempt_0/<local_rank>/stderr.log
+_TORCHRUN_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\](?:stdout|stderr|error)\.\w+$")
+# "worker_3.log", "out-3.txt", "3.log": a number that ends the stem after a separator
+_TRAILING_NUMBER = re.compile(r"(?:^|[_\-.])(\d+)$")
+
+
+def rank_from_path(path: Path) -> tuple[int | None, bool]:
+    """The rank a file's name says it holds, and whether that rank is global (not local)."""
+    m = _RANK_IN_NAME.search(path.name)
+    if m:
+        return int(m.group(1)), True
+    m = _TORCHRUN_DIR.search(path.as_posix())
+    if m:
+        return int(m.group(1)), False
+    m = _TRAILING_NUMBER.search(path.name.split(".", 1)[0] if "." in path.name else path.name)
+    if m:
+        return int(m.group(1)), True
+    return None, True
+
+
+def expand(paths: list[str]) -> tuple[list[Path], list[str]]:
+    """Every regular file under ``paths`` (folders walked, sorted) and problems with the paths."""
+    if not paths:
+        raise UsageError("give at least one log file, flight-recorder dump or folder")
+    files: list[Path] = []
+    problems: list[str] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(
+                Path(root) / name
+                for root, _, names in os.walk(path)
+                for name in names
+                if not name.startswith(".")
+            )
+            found = [f for f in found if f.is_file()]
+            if not found:
+                problems.append(f"{path}: empty folder")
+            files.extend(found)
+        elif path.is_file():
+            files.append(path)
+        elif path.exists():
+            problems.append(f"{path}: not a regular file")
+        else:
+            problems.append(f"{path}: no such file or folder")
+    return files, problems
