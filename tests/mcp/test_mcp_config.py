@@ -285,3 +285,11 @@ def test_strip_comments_keeps_strings_and_positions():
     assert json.loads(clean) == {"url": "http://x//y", "a": [1]}
     with pytest.raises(json_splice.JsonSyntaxError):
         json_splice.load('{"a": 1 /* open', True)
+
+
+def test_a_config_install_created_goes_with_its_client_folders(home):
+    assert fsdp("install", "--client", "vscode", "--client", "claude-desktop", env=home).code == 0
+    config = Path(home["HOME"]) / ".config"
+    assert (config / "Code/User/mcp.json").is_file()
+    assert fsdp("uninstall", "--client", "vscode", "--client", "claude-desktop", env=home).code == 0
+    assert list(config.iterdir()) == []  # Code/User and Claude removed; ~/.config is shared

@@ -161,6 +161,8 @@ class Change:
     old: bytes | None
     new: bytes | None
     """The new file content; None with ``remove``: delete the file (it held only our entry)."""
+    own_folders: tuple[Path, ...] = ()
+    """The client's own folders above the file, removed if deleting the file empties them."""
 
     def as_dict(self) -> dict:
         entry: dict = {"client": self.client, "path": str(self.path), "action": self.action}
@@ -221,7 +223,15 @@ def _check(new_text: str, client: McpClient, before: dict, entry: dict | None) -
         raise RuntimeError(f"editing {client.name}'s config would change more than our entry")
 
 
-def plan_unregister(client: McpClient, path: Path) -> Change | None:
+def own_folders(client: McpClient, path: Path, project: bool) -> tuple[Path, ...]:
+    """The folders between the scope's root and ``path`` that belong to the client
+    (``.cursor``, ``Claude``, ``Code/User``...), deepest first."""
+    parts = Path(client.project_file).parts if project and client.project_file else None
+    depth = len(parts) - 1 if parts else len(client.user_file or ()) - 2
+    return tuple(path.parents[i] for i in range(max(depth, 0)))
+
+
+def plan_unregister(client: McpClient, path: Path, project: bool = False) -> Change | None:
     """The edit that removes our server from ``path``; None if it is not there."""
     if not path.is_file():
         return None
@@ -233,7 +243,7 @@ def plan_unregister(client: McpClient, path: Path) -> Change | None:
     rest = {k: v for k, v in doc.items() if k != client.key}
     if not rest and set(servers) == {SERVER_NAME}:
         # Nothing but our entry: the file is ours to remove, as install may have created it.
-        return Change(client.name, path, "remove", old, None)
+        return Change(client.name, path, "remove", old, None, own_folders(client, path, project))
     new_text = remove_member(text, client.jsonc, (client.key,), SERVER_NAME)
     _check(new_text, client, doc, None)
     new = ("\ufeff" if bom else "").encode("utf-8") + new_text.encode("utf-8")
@@ -245,6 +255,9 @@ def apply(change: Change) -> None:
     if change.new is None:
         if change.action == "remove":
             change.path.unlink(missing_ok=True)
+            for folder in change.own_folders:
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
         return
     if change.old == change.new:
         return
@@ -290,7 +303,11 @@ def plan_all(
     skipped: list[dict] = []
     for client, path, named in targets(names, home, project):
         try:
-            change = plan_unregister(client, path) if remove else plan_register(client, path)
+            change = (
+                plan_unregister(client, path, project is not None)
+                if remove
+                else plan_register(client, path)
+            )
         except ConfigError as exc:
             if named:
                 raise UsageError(str(exc)) from None
