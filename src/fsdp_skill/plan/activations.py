@@ -42,10 +42,13 @@ def layer_bytes(spec: ModelSpec, batch: int, seq: int, c: int, attention: str) -
         mlp = (5 * c if spec.family == "gpt2" else 2 * c) * f  # GPT-2's tanh GELU saves more
         dropout = 2 * h if spec.family == "gpt2" else 0  # bool masks after attention and MLP
         per_token = 8 * c * h + mlp + dropout + 4 * a + 8
-        # GPT-2 trains with attention dropout, which sends SDPA down its math path: the full
-        # score matrix is kept either way.
-        if attention == "eager" or spec.family == "gpt2":
+        if spec.family == "gpt2":
+            # GPT-2 trains with attention dropout, which sends SDPA down its math path: the
+            # full score matrix is kept either way.
             return t * per_token + scores
+        if attention == "eager":
+            # no log-sum-exp and one hidden-sized tensor fewer, but the scores
+            return t * (per_token - c * h - 4 * a) + scores
         return t * per_token
     # Llama layout: two RMSNorms (fp32 input + normalised copy), q/k/v/out, SwiGLU MLP.
     if spec.experts:
@@ -62,10 +65,15 @@ def layer_bytes(spec: ModelSpec, batch: int, seq: int, c: int, attention: str) -
     return t * per_token
 
 
+def head_saved_bytes(spec: ModelSpec, batch: int, seq: int, c: int) -> int:
+    """What the final norm, output head and loss save for backward (fp32 log-softmax)."""
+    return batch * seq * ((4 + 2 * c) * spec.hidden + 4 * spec.vocab)
+
+
 def head_bytes(spec: ModelSpec, batch: int, seq: int, c: int) -> int:
-    """Final norm, logits (compute dtype), fp32 log-softmax and the gradient entering backward."""
-    t = batch * seq
-    return t * ((4 + 2 * c) * spec.hidden + (c + 8) * spec.vocab)
+    """The saved head tensors, plus the logits the caller holds (compute dtype) and the fp32
+    gradient of the log-softmax that backward creates first."""
+    return head_saved_bytes(spec, batch, seq, c) + batch * seq * (c + 4) * spec.vocab
 
 
 def estimate(

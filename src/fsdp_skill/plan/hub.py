@@ -1,15 +1,23 @@
 """Resolve ``--model ID``: a bundled config by short name, else transformers' AutoConfig.
 
-AutoConfig reads the local Hugging Face cache first and the hub when it can reach it; this
-module is the only part of the planner that imports transformers.
+AutoConfig reads a local folder or the local Hugging Face cache first and the hub only when
+it can be reached; this module is the only part of the planner that imports transformers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 from fsdp_skill.errors import UsageError
 from fsdp_skill.plan import bundled
+
+_OFFLINE_HINT = "download its config.json and pass --model-config config.json"
 
 
 def resolve(model_id: str) -> tuple[dict[str, Any], str]:
@@ -24,16 +32,62 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
             f"--model {model_id} needs transformers installed; pass --model-config config.json "
             f"or a bundled name ({', '.join(bundled.names())})"
         ) from None
-    try:
-        config = AutoConfig.from_pretrained(model_id)
-    except Exception as exc:  # transformers raises OSError, ValueError, HTTP errors...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(
-            f"cannot load the config of {model_id!r} from the local cache or the hub ({reason}); "
-            "offline, download its config.json and pass --model-config config.json"
-        ) from None
+    with _quiet_hub():
+        try:
+            config = AutoConfig.from_pretrained(model_id, local_files_only=True)
+        except Exception:  # not cached: try the hub below
+            config = None
+        if config is None:
+            if not _hub_reachable():
+                raise UsageError(
+                    f"{model_id!r} is not in the local cache and the hub cannot be reached "
+                    f"(offline); {_OFFLINE_HINT}"
+                )
+            try:
+                config = AutoConfig.from_pretrained(model_id)
+            except Exception as exc:  # transformers raises OSError, ValueError, HTTP errors...
+                text = str(exc).strip()
+                reason = text.splitlines()[0] if text else type(exc).__name__
+                raise UsageError(
+                    f"cannot load the config of {model_id!r} ({reason}); {_OFFLINE_HINT}"
+                ) from None
     data = config.to_dict()
     # Composite configs (e.g. multimodal) keep the language model under text_config.
     if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
         data = data["text_config"]
     return data, "transformers"
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """False when the hub is switched off or its host name does not resolve."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    try:
+        from huggingface_hub import constants
+
+        host = urlparse(constants.ENDPOINT).hostname
+    except Exception:
+        return True  # let transformers decide
+    if not host:
+        return True
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)
+    try:
+        socket.getaddrinfo(host, 443)
+        return True
+    except OSError:
+        return False
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+@contextlib.contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """Keep the hub client's retry warnings off the terminal: errors come back as one line."""
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -58,6 +58,10 @@ def _positive_int(value: Any, what: str) -> int:
     return number
 
 
+def _default(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 def build_setup(spec: ModelSpec, **options: Any) -> Setup:
     """Check every option and bundle them with the model."""
     gpus = _positive_int(options.get("gpus"), "--gpus")
@@ -80,8 +84,8 @@ def build_setup(spec: ModelSpec, **options: Any) -> Setup:
         gpus=gpus,
         nodes=nodes,
         gpu_memory=parse_bytes(options["gpu_memory"], "--gpu-memory"),
-        seq_len=_positive_int(options.get("seq_len") or DEFAULT_SEQ_LEN, "--seq-len"),
-        micro_batch=_positive_int(options.get("micro_batch") or 1, "--micro-batch"),
+        seq_len=_positive_int(_default(options.get("seq_len"), DEFAULT_SEQ_LEN), "--seq-len"),
+        micro_batch=_positive_int(_default(options.get("micro_batch"), 1), "--micro-batch"),
         precision=check_choice(options.get("precision", "bf16"), COMPUTE_BYTES, "precision"),
         optimizer=check_choice(options.get("optimizer", "adamw"), OPTIMIZER_BYTES, "optimizer"),
         attention=check_choice(options.get("attention", "sdpa"), ATTENTION, "attention"),

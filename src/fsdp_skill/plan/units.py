@@ -25,7 +25,7 @@ _BYTE_SUFFIX = {
     "g": 1e9,
     "t": 1e12,
 }
-_RATE = re.compile(rf"^\s*{_NUMBER}\s*([a-zA-Z]*)\s*(/s|ps)?\s*$")
+_RATE = re.compile(rf"^\s*{_NUMBER}\s*([a-zA-Z]*?)\s*(/s|ps)?\s*$")
 _RATE_SUFFIX = {
     # bytes per second
     "": 1e9,  # a bare number is read as GB/s
