@@ -19,7 +19,8 @@ import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from fsdp_skill import SKILL_NAME, __version__
 from fsdp_skill.errors import UsageError
@@ -65,7 +66,7 @@ def root_paths(uris: Sequence[str]) -> list[Path]:
     for uri in uris:
         parsed = urlparse(uri)
         if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
-            found.append(Path(unquote(parsed.path)))
+            found.append(Path(url2pathname(parsed.path)))
     return found
 
 
@@ -128,7 +129,7 @@ def publish_as(fn: Callable[..., Any], renames: dict[str, str]) -> Callable[...,
     return wrapper
 
 
-def build_server(extra_roots: Sequence[Path] = ()):  # noqa: C901 - one closure per tool
+def build_server(extra_roots: Sequence[Path] = ()):
     """The MCP server with every tool and reference resource registered."""
     from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
     from mcp.server.mcpserver.exceptions import ToolError
