@@ -129,6 +129,71 @@ def publish_as(fn: Callable[..., Any], renames: dict[str, str]) -> Callable[...,
     return wrapper
 
 
+def output_types() -> dict[str, type]:
+    """Each tool's result type: the DESIGN §3 fields it must have; more fields pass through.
+
+    The SDK publishes these as the tools' output schemas and checks every result against
+    them, so a result that breaks the contract is reported instead of sent.
+    """
+    from typing_extensions import TypedDict
+
+    allow_more = {"extra": "allow"}
+
+    class SearchResult(TypedDict):
+        query: str
+        results: list[dict[str, Any]]
+
+    class Section(TypedDict):
+        id: str
+        title: str
+        path: str
+        url: str | None
+        text: str
+
+    class LintResult(TypedDict):
+        findings: list[dict[str, Any]]
+        files: int
+        errors: list[dict[str, Any]]
+
+    class PlanResult(TypedDict):
+        model: dict[str, Any]
+        strategies: list[dict[str, Any]]
+        recommendation: dict[str, Any]
+
+    class ExplainResult(TypedDict):
+        matches: list[dict[str, Any]]
+
+    class HangResult(TypedDict):
+        ranks: int
+        verdict: str | None
+        culprit_ranks: list[int]
+        first_divergence: dict[str, Any] | None
+        advice: Any
+        inputs: list[dict[str, Any]]
+
+    class EnvResult(TypedDict):
+        torch: dict[str, Any]
+        cuda: dict[str, Any]
+        nccl: dict[str, Any]
+        devices: list[dict[str, Any]]
+        backend_recommendation: dict[str, Any]
+        env_vars: dict[str, str]
+        warnings: list[dict[str, Any]]
+
+    types = {
+        "search": SearchResult,
+        "show": Section,
+        "lint": LintResult,
+        "plan": PlanResult,
+        "explain": ExplainResult,
+        "hang": HangResult,
+        "env": EnvResult,
+    }
+    for kind in types.values():
+        kind.__pydantic_config__ = allow_more  # type: ignore[attr-defined]
+    return types
+
+
 def build_server(extra_roots: Sequence[Path] = ()):
     """The MCP server with every tool and reference resource registered."""
     from mcp.server.mcpserver import Context, ListRoots, MCPServer, Resolve
@@ -186,6 +251,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
         except UsageError as exc:
             raise ToolError(str(exc)) from None
 
+    out = output_types()
     Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY)]
     Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
     Codes = Annotated[
@@ -198,7 +264,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
     def search(
         query: Annotated[Query, Field(description="What you are looking for, in words.")],
         k: Annotated[int, Field(ge=1, le=50, description="How many sections.")] = 5,
-    ) -> dict[str, Any]:
+    ) -> out["search"]:  # type: ignore[valid-type]
         """Rank the skill's reference sections for a question; returns ids to pass to show."""
         return call(tool_module("search", "search"), query, k=k)
 
@@ -207,7 +273,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
         id: Annotated[
             str, Field(min_length=1, max_length=MAX_ID, description="A section id from search.")
         ],
-    ) -> dict[str, Any]:
+    ) -> out["show"]:  # type: ignore[valid-type]
         """One whole reference section, by the id search returned."""
         return call(tool_module("search", "show"), id)
 
@@ -227,7 +293,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
         select: Codes = None,
         ignore: Codes = None,
         roots: RootsAnswer = None,
-    ) -> dict[str, Any]:
+    ) -> out["lint"]:  # type: ignore[valid-type]
         """Check FSDP training code for known pitfalls: give `code` or `paths`, not both."""
         if (code is None) == (paths is None):
             raise ToolError("give either code (the source text) or paths, not both or neither")
@@ -264,7 +330,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
         optimizer: Literal["adamw", "sgd"] = "adamw",
         activation_checkpointing: bool = False,
         roots: Annotated[ListRootsResult | None, Resolve(ask_roots_for_config)] = None,
-    ) -> dict[str, Any]:
+    ) -> out["plan"]:  # type: ignore[valid-type]
         """Per-GPU memory and communication of each FSDP strategy, and a recommendation."""
         if isinstance(params, str) and len(params) > 32:
             raise ToolError("params: at most 32 characters")
@@ -302,7 +368,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
     @app.tool(annotations=read_only, structured_output=True)
     def explain(
         text: Annotated[Text, Field(description="The error message or log to explain.")],
-    ) -> dict[str, Any]:
+    ) -> out["explain"]:  # type: ignore[valid-type]
         """What an FSDP / torch.distributed error or log means, and what to do."""
         return call(tool_module("diagnose", "explain"), text)
 
@@ -317,7 +383,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
             ),
         ],
         roots: RootsAnswer = None,
-    ) -> dict[str, Any]:
+    ) -> out["hang"]:  # type: ignore[valid-type]
         """Find where hung ranks diverged, from their logs or flight-recorder dumps."""
         checked = paths_in_roots(paths, roots)
         return call(tool_module("diagnose", "hang"), checked)
@@ -328,7 +394,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
             Literal["hang", "init", "perf", "topology"] | None,
             Field(description="Also list the variables to export for this investigation."),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> out["env"]:  # type: ignore[valid-type]
         """This machine's distributed setup (torch, GPUs, links, networks, variables) and the
         backend to use; runs on the server's host."""
         return call(tool_module("doctor", "env"), topic)

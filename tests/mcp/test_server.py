@@ -40,6 +40,16 @@ EXPECTED_ARGS = {
     "env": {"topic"},
 }
 
+CONTRACT_FIELDS = {  # DESIGN §3: the fields each command's JSON must have
+    "search": {"query", "results"},
+    "show": {"id", "title", "path", "url", "text"},
+    "lint": {"findings", "files", "errors"},
+    "plan": {"model", "strategies", "recommendation"},
+    "explain": {"matches"},
+    "hang": {"ranks", "verdict", "culprit_ranks", "first_divergence", "advice", "inputs"},
+    "env": {"torch", "cuda", "nccl", "devices", "backend_recommendation", "env_vars", "warnings"},
+}
+
 BAD_CODE = """\
 import torch
 from torch.distributed.fsdp import fully_shard
@@ -100,7 +110,8 @@ def test_lists_every_tool_with_typed_documented_schema(session):
     for name, tool in tools.items():
         assert set(tool.input_schema["properties"]) == EXPECTED_ARGS[name], name
         assert tool.description, name
-        assert tool.output_schema is not None, name
+        assert set(tool.output_schema["required"]) == CONTRACT_FIELDS[name], name
+        assert tool.output_schema["additionalProperties"] is True, name
         assert tool.annotations is not None and tool.annotations.read_only_hint, name
     props = tools["lint"].input_schema["properties"]
     paths_schema = next(s for s in props["paths"]["anyOf"] if s.get("type") == "array")
