@@ -18,21 +18,28 @@ def gpu_query(count: int, name: str = "NVIDIA H100 80GB HBM3", mib: int = 81559)
     )
 
 
-def topo_matrix(count: int, link: str, nics: int = 0) -> str:
-    """``nvidia-smi topo -m`` as the tool prints it: tab-separated, then the legends."""
+def topo_matrix(count: int, link: str, nics: int = 0, far: tuple[int, ...] = ()) -> str:
+    """``nvidia-smi topo -m`` as the tool prints it: tab-separated, then the legends.
+
+    GPU i sits under the same PCIe switch (PXB) as NIC ``i * nics // count``; the GPUs in
+    ``far`` reach every NIC only across the CPU sockets (SYS).
+    """
     names = [f"GPU{i}" for i in range(count)] + [f"NIC{i}" for i in range(nics)]
+
+    def cell(a: str, b: str) -> str:
+        if a == b:
+            return " X "
+        if a.startswith("GPU") and b.startswith("GPU"):
+            return link
+        if a.startswith("NIC") and b.startswith("NIC"):
+            return "SYS"
+        gpu, nic = (int(a[3:]), int(b[3:])) if a.startswith("GPU") else (int(b[3:]), int(a[3:]))
+        return "PXB" if gpu not in far and nic == gpu * nics // count else "SYS"
+
     lines = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
     for row in names:
-        cells = []
-        for col in names:
-            if col == row:
-                cells.append(" X ")
-            elif row.startswith("GPU") and col.startswith("GPU"):
-                cells.append(link)
-            else:
-                cells.append("PXB" if row[-1] == col[-1] else "SYS")
         tail = "\t0-55,112-167\t0\t\tN/A" if row.startswith("GPU") else ""
-        lines.append(row + "\t" + "\t".join(cells) + tail)
+        lines.append(row + "\t" + "\t".join(cell(row, col) for col in names) + tail)
     lines += ["", "Legend:", "", "  X    = Self", "  SYS  = Connection traversing PCIe", ""]
     if nics:
         lines += ["NIC Legend:", ""] + [f"  NIC{i}: mlx5_{i}" for i in range(nics)]
@@ -94,6 +101,7 @@ def gpu_host(
     interfaces: tuple[str, ...] = ("eth0",),
     env: dict[str, str] | None = None,
     cuda: str | None = "12.8",
+    far: tuple[int, ...] = (),
 ) -> Host:
     """A GPU server: NVIDIA GPUs, optional RDMA ports, Ethernet interfaces, a torch build."""
     for name in interfaces:
@@ -106,7 +114,7 @@ def gpu_host(
         nics = 2
         for i in range(nics):
             add_rdma(root, f"mlx5_{i}", link_layer=rdma)
-    outputs = {QUERY: gpu_query(gpus), TOPO: topo_matrix(gpus, link, nics)}
+    outputs = {QUERY: gpu_query(gpus), TOPO: topo_matrix(gpus, link, nics, far)}
     torch_dir = fake_torch(root, cuda, ("gloo", "nccl") if cuda else ("gloo",))
     return Host(root=root, env=env or {}, run=fake_runner(outputs), torch_dir=torch_dir)
 

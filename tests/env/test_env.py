@@ -153,6 +153,20 @@ def test_ib_disabled_and_ports_down(tmp_path: Path):
     assert "sockets" in down["backend_recommendation"]["why"]
 
 
+def test_gpus_without_a_near_nic(tmp_path: Path):
+    report = env(host=gpu_host(tmp_path / "a", far=(6, 7)))
+    far = [w for w in report["warnings"] if w["id"] == "gpus-far-from-nics"]
+    assert len(far) == 1 and far[0]["message"].startswith("GPU6, GPU7 reach")
+    no_rdma = env(host=gpu_host(tmp_path / "b", rdma=None, far=(6, 7)))
+    assert "gpus-far-from-nics" not in warning_ids(no_rdma)
+
+
+def test_for_says_what_is_set_now(tmp_path: Path):
+    advice = env("init", host=gpu_host(tmp_path, env={"NCCL_DEBUG": "WARN"}))["for"]
+    current = {e["name"]: e["current"] for e in advice["exports"]}
+    assert current["NCCL_DEBUG"] == "WARN" and current["TORCH_CPP_LOG_LEVEL"] is None
+
+
 def test_launcher_without_master_addr(tmp_path: Path):
     slurm = {"SLURM_JOB_ID": "42", "SLURM_PROCID": "0", "RANK": "0", "WORLD_SIZE": "16"}
     report = env(host=gpu_host(tmp_path / "a", env=slurm))
@@ -324,13 +338,13 @@ def test_static_backend_probe_agrees_with_torch_itself():
 
 
 def test_parse_topology_tabs_and_pasted_spaces():
-    tabbed = topo_matrix(4, "NV4", nics=1)
+    tabbed = topo_matrix(4, "NV4", nics=1, far=(3,))
     spaced = tabbed.replace("\t", "    ")
     for text in (tabbed, spaced, f"\x1b[4m{tabbed}\x1b[0m"):
         topo = parse_topology(text)
         assert topo["gpus"] == 4 and topo["nvlink"] is True
         assert topo["gpu_pairs"]["GPU0-GPU3"] == "NV4"
-        assert topo["matrix"]["NIC0"]["GPU0"] == "PXB"
+        assert topo["matrix"]["NIC0"]["GPU0"] == "PXB" and topo["matrix"]["GPU3"]["NIC0"] == "SYS"
         assert topo["nics"] == {"NIC0": "mlx5_0"}
 
 

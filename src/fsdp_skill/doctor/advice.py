@@ -13,6 +13,10 @@ from collections.abc import Mapping
 
 BACKEND_DOCS = "https://docs.pytorch.org/docs/stable/distributed.html#which-backend-to-use"
 NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+GPUDIRECT_DOCS = (
+    "https://docs.nvidia.com/networking/display/GPUDirectRDMAv18/"
+    "System+Requirements+and+Recommendations"
+)
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -169,6 +173,19 @@ def interface_exports(facts: Mapping, backend: str) -> list[dict]:
     return exports
 
 
+def gpus_far_from_nics(topology: Mapping) -> list[str]:
+    """GPUs whose nearest NIC in ``nvidia-smi topo -m`` is a cross-socket (SYS) hop away."""
+    matrix = topology.get("matrix", {})
+    nics = [n for n in matrix if n.startswith("NIC")]
+    if not nics:
+        return []
+    return [
+        gpu
+        for gpu, links in matrix.items()
+        if gpu.startswith("GPU") and all(links.get(nic) == "SYS" for nic in nics)
+    ]
+
+
 def _truthy(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 
@@ -273,6 +290,14 @@ def warnings(facts: Mapping, backend: str) -> list[dict]:
         warn(
             "no-visible-gpus",
             f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from this process.",
+        )
+    far = gpus_far_from_nics(topology) if active else []
+    if far:
+        warn(
+            "gpus-far-from-nics",
+            f"{', '.join(far)} reach every NIC only across the link between CPU sockets (SYS): "
+            "their traffic to other hosts crosses the CPUs, and GPUDirect RDMA works best with "
+            f"the NIC and GPU under the same PCIe root complex ({GPUDIRECT_DOCS}).",
         )
     kinds = {(d.get("name"), d.get("memory_bytes")) for d in cuda}
     if len(kinds) > 1:

@@ -184,8 +184,11 @@ def _knowledge() -> dict[str, object]:
         return {}
 
 
-def advice(topic: str, backend: str) -> dict:
-    """The exports for ``topic``, with each variable's meaning, for a job on ``backend``."""
+def advice(topic: str, backend: str, env: dict[str, str] | None = None) -> dict:
+    """The exports for ``topic``, with each variable's meaning, for a job on ``backend``.
+
+    ``env`` holds the variables set now: each export says its current value, if any.
+    """
     known = _knowledge()
     exports = []
     for item in TOPICS[topic]:
@@ -203,6 +206,7 @@ def advice(topic: str, backend: str) -> dict:
                 "shows": shows,
                 "source": source,
                 "applies": applies,
+                "current": (env or {}).get(item.name),
                 "described_by": "knowledge" if entry is not None else "fallback",
             }
         )
