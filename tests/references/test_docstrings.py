@@ -127,3 +127,34 @@ def test_a_parameter_with_an_example_keeps_its_code():
     assert "- `policy` (Callable): decides what to wrap. Example:" in text
     assert "```python snippet\ndef policy(module):\n    return True\n```" in text
     assert "- `other` (int): more." in text
+
+
+def test_prose_names_point_at_what_exists():
+    import types
+
+    from fsdp_skill.references.api import Resolver
+
+    torch = types.ModuleType("torch")
+    torch.distributed = types.ModuleType("torch.distributed")
+    torch.distributed.Store = type("Store", (), {})
+    torch.distributed.wrap = types.ModuleType("torch.distributed.wrap")
+    modules = {"torch": torch, "torch.distributed": torch.distributed}
+    modules["torch.distributed.wrap"] = torch.distributed.wrap
+
+    def importer(name):
+        if name not in modules:
+            raise ImportError(name)
+        return modules[name]
+
+    resolver = Resolver(importer)
+    text = (
+        "a (torch.distributed.store) in torch.distributed.wrap.py, torch.distributed.Nope\n"
+        "```python snippet\nx = torch.distributed.store\n```"
+    )
+    fixed = resolver.fix_prose(text)
+    assert fixed.split("\n")[0] == (
+        "a (torch.distributed.Store) in torch/distributed/wrap.py, torch.distributed.Nope"
+    )
+    assert "x = torch.distributed.store" in fixed  # code is quoted, never rewritten
+    assert resolver.checked("import torch.distributed\ntorch.distributed.Store()")
+    assert not resolver.checked("import torch.distributed\ntorch.distributed.store()")

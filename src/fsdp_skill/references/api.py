@@ -37,32 +37,73 @@ def docs_version(version: str) -> str:
     return f"{match.group(1)}.{match.group(2)}"
 
 
-def _checker(importer: Importer) -> docstrings.Checker:
-    """True for code that parses and whose torch names all resolve in the installed torch."""
-    from fsdp_skill import symbols
+class Resolver:
+    """Answers "does this torch name exist?" against the torch being documented."""
 
-    def resolves(dotted: str) -> bool:
+    def __init__(self, importer: Importer) -> None:
+        self.importer = importer
+
+    def find(self, dotted: str) -> object | None:
         parts = dotted.split(".")
         for split in range(len(parts), 0, -1):
             try:
-                obj = importer(".".join(parts[:split]))
+                obj = self.importer(".".join(parts[:split]))
             except Exception:
                 continue
             for attr in parts[split:]:
                 if not hasattr(obj, attr):
-                    return False
+                    return None
                 obj = getattr(obj, attr)
-            return True
-        return False
+            return obj
+        return None
 
-    def checked(code: str) -> bool:
+    def resolves(self, dotted: str) -> bool:
+        return self.find(dotted) is not None
+
+    def checked(self, code: str) -> bool:
+        """True for code that parses and whose torch names all resolve."""
+        from fsdp_skill import symbols
+
         try:
             names = list(symbols.names_in_code(code))
         except (SyntaxError, ValueError):
             return False
-        return all(resolves(name) for _, name in names)
+        return all(self.resolves(name) for _, name in names)
 
-    return checked
+    def fix_prose(self, text: str) -> str:
+        """Point prose mentions of torch names at what they mean, outside code fences.
+
+        Docstrings sometimes name a file as a dotted name (``torch.distributed.fsdp.wrap.py``:
+        written as the path it is) or miss a capital (``torch.distributed.store``: the one
+        attribute of the parent that matches ignoring case). Anything else stays as written.
+        """
+        out: list[str] = []
+        fence = ""
+        for line in text.split("\n"):
+            marker = line.lstrip()[:3]
+            if marker in ("```", "~~~"):
+                fence = "" if fence and line.strip().startswith(fence) else (fence or marker)
+                out.append(line)
+                continue
+            out.append(line if fence else _PROSE_NAME.sub(self._fix_name, line))
+        return "\n".join(out)
+
+    def _fix_name(self, match: re.Match[str]) -> str:
+        name = match.group(0)
+        if self.resolves(name):
+            return name
+        parent, _, last = name.rpartition(".")
+        if last == "py" and self.resolves(parent):
+            return parent.replace(".", "/") + ".py"
+        owner = self.find(parent) if parent else None
+        if owner is not None:
+            matches = [a for a in dir(owner) if a.lower() == last.lower()]
+            if len(matches) == 1:
+                return f"{parent}.{matches[0]}"
+        return name
+
+
+_PROSE_NAME = re.compile(r"(?<![\w./])torch(?:\.[A-Za-z_]\w*)+")
 
 
 def _signature(name: str, obj: object) -> str | None:
@@ -96,12 +137,12 @@ def _kind(obj: object) -> str | None:
     return None
 
 
-def _doc_markdown(obj: object, checked: docstrings.Checker) -> str:
+def _doc_markdown(obj: object, resolver: Resolver) -> str:
     doc = obj.__doc__ if inspect.ismodule(obj) else inspect.getdoc(obj)
     if not doc or not isinstance(doc, str):
         return "*No docstring in this torch version.*"
     doc = inspect.cleandoc(doc)
-    return docstrings.to_markdown(_reST_headings(doc), checked)
+    return resolver.fix_prose(docstrings.to_markdown(_reST_headings(doc), resolver.checked))
 
 
 def _reST_headings(doc: str) -> str:
@@ -127,7 +168,7 @@ def _reST_headings(doc: str) -> str:
 
 
 def _section(
-    dotted: str, obj: object, kind: str, url: str, version: str, checked: docstrings.Checker
+    dotted: str, obj: object, kind: str, url: str, version: str, resolver: Resolver
 ) -> str:
     parts = [f"## {dotted}", ""]
     target = obj.fget if isinstance(obj, property) else obj
@@ -135,7 +176,7 @@ def _section(
     if signature:
         parts += ["```text", signature, "```", ""]
     parts += [f"*{kind} · torch {version} · [official docs]({url})*", ""]
-    parts += [_doc_markdown(target, checked), ""]
+    parts += [_doc_markdown(target, resolver), ""]
     return "\n".join(parts)
 
 
@@ -168,9 +209,7 @@ def marker(version: str) -> str:
     return f"{MARKER_PREFIX} from torch {version}: rerun it, do not edit -->"
 
 
-def build_page(
-    topic: ApiTopic, module: ModuleType, version: str, checked: docstrings.Checker
-) -> str | None:
+def build_page(topic: ApiTopic, module: ModuleType, version: str, resolver: Resolver) -> str | None:
     """The Markdown page of one topic, or None when the installed torch has none of it."""
     members = _members(topic, module)
     if not members:
@@ -189,7 +228,7 @@ def build_page(
         kind = _kind(obj) or "object"
         if kind == "function" and dotted.count(".") > topic.module.count(".") + 1:
             kind = "method"
-        lines.append(_section(dotted, obj, kind, f"{page_url}#{dotted}", version, checked))
+        lines.append(_section(dotted, obj, kind, f"{page_url}#{dotted}", version, resolver))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -199,15 +238,16 @@ def build_pages(importer: Importer = importlib.import_module) -> tuple[str, dict
         torch = importer("torch")
     except Exception as exc:
         raise TorchMissing(f"torch is not importable: {exc}") from None
-    version = str(getattr(torch, "__version__", "unknown"))
-    checked = _checker(importer)
+    # The local part (+cpu, +cu128) names the build, not the API: pages match across builds.
+    version = str(getattr(torch, "__version__", "unknown")).split("+")[0]
+    resolver = Resolver(importer)
     pages: dict[str, str] = {}
     for topic in API_TOPICS:
         try:
             module = importer(topic.module)
         except Exception:  # a topic this torch does not have (older version, missing extra)
             continue
-        page = build_page(topic, module, version, checked)
+        page = build_page(topic, module, version, resolver)
         if page:
             pages[f"{PAGE_PREFIX}{topic.id}.md"] = page
     return version, pages

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from fsdp_skill.errors import UsageError
 
-WEIGHTS = (8.0, 1.5, 3.0, 2.0, 1.0)
+WEIGHTS = (8.0, 1.5, 3.0, 1.0, 1.0)
 """BM25 weights of the title, page title, sub-headings, identifier words and body columns."""
 
 CANDIDATES = 40
 """How many BM25 leaders are re-ranked with the priors below."""
-NAME_BOOST = 1.6
+NAME_BOOST = 1.3
 """A section whose title names a code identifier the query spells out (``fully_shard``)."""
 API_PRIOR = 0.85
 """API entries are raw docstrings: the guides and pitfalls explain more, unless named."""
