@@ -293,3 +293,18 @@ def test_a_config_install_created_goes_with_its_client_folders(home):
     assert (config / "Code/User/mcp.json").is_file()
     assert fsdp("uninstall", "--client", "vscode", "--client", "claude-desktop", env=home).code == 0
     assert list(config.iterdir()) == []  # Code/User and Claude removed; ~/.config is shared
+
+
+def test_a_linked_config_is_edited_where_it_lives(home, tmp_path: Path):
+    dotfiles = tmp_path / "dotfiles" / "cursor-mcp.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"mcpServers": {}}\n')
+    dotfiles.chmod(0o600)
+    link = Path(home["HOME"]) / CURSOR
+    link.parent.mkdir(parents=True)
+    link.symlink_to(dotfiles)
+    assert fsdp("install", "--client", "cursor", env=home).code == 0
+    assert link.is_symlink() and SERVER_NAME in json.loads(dotfiles.read_text())["mcpServers"]
+    assert dotfiles.stat().st_mode & 0o777 == 0o600
+    assert fsdp("uninstall", "--client", "cursor", env=home).code == 0
+    assert link.is_symlink() and json.loads(dotfiles.read_text()) == {"mcpServers": {}}

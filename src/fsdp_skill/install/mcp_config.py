@@ -241,7 +241,7 @@ def plan_unregister(client: McpClient, path: Path, project: bool = False) -> Cha
         return None
     old = path.read_bytes()
     rest = {k: v for k, v in doc.items() if k != client.key}
-    if not rest and set(servers) == {SERVER_NAME}:
+    if not rest and set(servers) == {SERVER_NAME} and not path.is_symlink():
         # Nothing but our entry: the file is ours to remove, as install may have created it.
         return Change(client.name, path, "remove", old, None, own_folders(client, path, project))
     new_text = remove_member(text, client.jsonc, (client.key,), SERVER_NAME)
@@ -265,7 +265,10 @@ def apply(change: Change) -> None:
         atomic.write_bytes(backup_path(change.path), change.old)
     else:
         change.path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_bytes(change.path, change.new)
+    # A config kept elsewhere and linked here (dotfiles) is edited where it lives, so the
+    # link survives.
+    target = change.path.resolve() if change.path.is_symlink() else change.path
+    atomic.write_bytes(target, change.new)
 
 
 def targets(
