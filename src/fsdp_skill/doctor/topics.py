@@ -38,7 +38,8 @@ TOPICS: dict[str, tuple[Export, ...]] = {
             "TORCH_NCCL_TRACE_BUFFER_SIZE",
             "2000",
             "turns on the flight recorder: each rank keeps its last 2000 collectives (op, sizes, "
-            "sequence number, state) so a hang can be traced to the rank that diverged",
+            "sequence number, state) so a hang can be traced to the rank that diverged (newer "
+            "torch also reads it as TORCH_FR_BUFFER_SIZE)",
             TORCH_FR_DOCS,
             "nccl",
         ),
