@@ -191,3 +191,17 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     from rich.progress import Progress
 
     assert isinstance(crawler._progress_bar(True), Progress)
+
+
+def test_default_scope_follows_topic_pages_under_the_seed_folders():
+    scope = crawler.Scope(crawler.WEB_SEEDS)
+    docs = "https://docs.pytorch.org/docs/stable/"
+    assert scope.allows(docs + "distributed.tensor.parallel.html")
+    assert scope.allows(docs + "generated/torch.nn.parallel.DistributedDataParallel.html")
+    assert scope.allows(docs + "elastic/rendezvous.html")
+    assert scope.allows("https://docs.pytorch.org/tutorials/intermediate/ddp_tutorial.html")
+    assert not scope.allows(docs + "torch.html")  # under a seed folder, but off topic
+    assert not scope.allows(docs + "distributed.html?highlight=fsdp")
+    assert not scope.allows("https://example.com/docs/stable/distributed.html")
+    assert not scope.allows("https://docs.pytorch.org/docs/2.4/distributed.html")
+    assert not scope.allows(docs + "../../tutorials/../evil/distributed.html")

@@ -39,6 +39,16 @@ def bundle_dir() -> Path:
     return BUNDLE_DIR
 
 
+def build_index(bundle: Path | None = None) -> Path:
+    """Build the search index of ``bundle`` now (install and render call this), return its file.
+
+    Searching builds a missing index too; building ahead keeps the first search fast.
+    """
+    from fsdp_skill.search import index
+
+    return index.build(bundle or bundle_dir())
+
+
 def match_expression(query: str) -> str:
     """The FTS5 query for a user's question: any of its words, each quoted."""
     from fsdp_skill.search.tokens import query_terms
