@@ -211,6 +211,8 @@ def build_server(extra_roots: Sequence[Path] = ()):
         log_level="WARNING",
     )
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    # plan(model=ID) may fetch the model's config from the Hugging Face hub.
+    reads_hub = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=True)
 
     def ask_roots(ctx: Context, paths: list[str] | None = None) -> ListRoots | None:
         """Ask the client for its roots, only when paths were given and it can answer."""
@@ -361,7 +363,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
 
     app.add_tool(
         publish_as(plan, {"config_path": "model_config"}),
-        annotations=read_only,
+        annotations=reads_hub,
         structured_output=True,
     )
 
