@@ -189,17 +189,28 @@ class _Walker:
         self.cls: Class | None = None
 
     def _order(self) -> int:
-        self.m._counter += 1
-        return self.m._counter
+        m = self.m
+        m._counter += 1
+        return m._counter
 
     # dispatch: statements and expressions that change context; everything else is generic
     def visit(self, node: ast.AST) -> None:
-        method = _DISPATCH.get(type(node))
+        method = _DISPATCH.get(node.__class__)
         if method is not None:
             method(self, node)
-        else:
-            for child in ast.iter_child_nodes(node):
-                self.visit(child)
+            return
+        # inlined ast.iter_child_nodes: this loop runs for most nodes of every file
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
+
+    def skip(self, node: ast.AST) -> None:
+        """Operators and load/store markers: nothing below them."""
 
     def visit_many(self, nodes: list) -> None:
         for node in nodes:
@@ -429,6 +440,9 @@ _DISPATCH = {
     ast.Expr: _Walker.visit_Expr,
     ast.Constant: _Walker.visit_Constant,
 }
+for _leaf in (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop):
+    for _cls in _leaf.__subclasses__():
+        _DISPATCH[_cls] = _Walker.skip
 
 
 # --- the model the rules query ----------------------------------------------------------------
@@ -459,6 +473,9 @@ class FileModel:
         self.strings: list[ast.Constant] = []
         self.globals_declared: set[tuple[int, str]] = set()
         self._counter = 0
+        self._callee_cache: dict[int, Func | None] = {}
+        self._scope_cache: dict[tuple[int, str], object] = {}
+        self._origin_cache: dict[tuple[int, str], set[str]] = {}
         self._walking = True
         _Walker(self).visit_many(tree.body)
         self._walking = False
@@ -491,14 +508,46 @@ class FileModel:
         node = call.node if isinstance(call, Call) else call
         return self._call_names.get(id(node))
 
-    def calls_to(self, *lasts: str, module: str = "torch") -> list[Call]:
-        """Calls of imported names under ``module`` whose last part is in ``lasts``."""
-        wanted = set(lasts)
-        out = []
+    @cached_property
+    def _calls_by_last(self) -> dict[str, list[tuple[str, Call]]]:
+        index: dict[str, list[tuple[str, Call]]] = {}
         for call in self.calls:
             name = self.call_name(call)
-            if name and name.rsplit(".", 1)[-1] in wanted and is_under(name, module):
-                out.append(call)
+            if name:
+                index.setdefault(name.rsplit(".", 1)[-1], []).append((name, call))
+        return index
+
+    def calls_to(self, *lasts: str, module: str = "torch") -> list[Call]:
+        """Calls of imported names under ``module`` whose last part is in ``lasts``."""
+        out = []
+        for last in lasts:
+            out += [c for name, c in self._calls_by_last.get(last, ()) if is_under(name, module)]
+        if len(lasts) > 1:
+            out.sort(key=lambda c: c.order)
+        return out
+
+    def imported_classes(self, module: str) -> list[str]:
+        """Last parts of the capitalised names this file calls from ``module``."""
+        return [
+            last
+            for last, calls in self._calls_by_last.items()
+            if last[:1].isupper() and any(is_under(name, module) for name, _ in calls)
+        ]
+
+    def uses(self, *lasts: str) -> bool:
+        """True if the file imports or mentions any of these names (a cheap pre-check)."""
+        return bool(self.identifiers.intersection(lasts)) or any(
+            name.rsplit(".", 1)[-1] in lasts for name in self.aliases.values()
+        )
+
+    @cached_property
+    def local_calls(self) -> list[tuple[Call, Func]]:
+        """Every call of a function defined in this file, with that function."""
+        out = []
+        for call in self.calls:
+            callee = self.local_callee(call)
+            if callee is not None:
+                out.append((call, callee))
         return out
 
     def method_calls(self, attr: str) -> list[Call]:
@@ -516,7 +565,16 @@ class FileModel:
     def scope_for(self, key: str, func: Func) -> object:
         """The owner of ``key`` seen from ``func``: the class for ``self.x``, the defining
         function for a local name, else the module."""
-        root = key.split(".")[0].split("[")[0]
+        root = key.split(".", 1)[0].split("[", 1)[0]
+        if self._walking:
+            return self._find_scope(root, func)
+        cache_key = (id(func), root)
+        found = self._scope_cache.get(cache_key)
+        if found is None:
+            found = self._scope_cache[cache_key] = self._find_scope(root, func)
+        return found
+
+    def _find_scope(self, root: str, func: Func) -> object:
         if root == "self" and func.cls is None:
             scope = func
             while scope is not None and scope.cls is None:
@@ -575,6 +633,14 @@ class FileModel:
     def local_callee(self, call: Call) -> Func | None:
         """The function defined in this file that ``call`` runs, if known (also a class's
         ``__init__`` for ``Cls(...)`` and ``self.method(...)`` inside the class)."""
+        key = id(call)
+        if key in self._callee_cache:
+            return self._callee_cache[key]
+        found = self._find_callee(call)
+        self._callee_cache[key] = found
+        return found
+
+    def _find_callee(self, call: Call) -> Func | None:
         f = call.node.func
         if isinstance(f, ast.Name):
             if f.id in self.aliases:
@@ -635,20 +701,17 @@ class FileModel:
     def transitive(self, direct: set[int]) -> set[int]:
         """Ids of functions that reach one of ``direct`` (function ids) through local calls."""
         reached = set(direct)
+        if not reached:
+            return reached
         changed = True
         rounds = 0
         while changed and rounds < 8:
             changed = False
             rounds += 1
-            for func in self.all_functions:
-                if id(func) in reached:
-                    continue
-                for call in func.calls:
-                    callee = self.local_callee(call)
-                    if callee is not None and id(callee) in reached:
-                        reached.add(id(func))
-                        changed = True
-                        break
+            for call, callee in self.local_calls:
+                if id(callee) in reached and id(call.func) not in reached:
+                    reached.add(id(call.func))
+                    changed = True
         return reached
 
     def is_referenced(self, func: Func) -> bool:
@@ -773,9 +836,20 @@ class FileModel:
                 return set()
             return set(kinds.get((id(self.scope_for(key, func)), key), ()))
 
+        relevant = [c for c in self.calls if shard_kind(self.call_name(c))]
+        if not relevant:
+            return kinds, shards, inside  # nothing is sharded in this file
+        relevant += [c for c, _ in self.local_calls]
+        flows = [
+            a
+            for records in self.assigns.values()
+            for a in records
+            if isinstance(a.value, (ast.Call, ast.Name, ast.Attribute)) and not a.loop
+        ]
+        relevant.sort(key=lambda c: c.order)
         for _ in range(5):
             changed = False
-            for call in self.calls:
+            for call in relevant:
                 kind = shard_kind(self.call_name(call))
                 targets: list[tuple[ast.expr, str]] = []
                 if kind is not None:
@@ -804,11 +878,9 @@ class FileModel:
                         root = root_of(origin)
                         if origin != root and self.scope_for(root, call.func) is call.func:
                             changed |= mark_param(call.func, root, inside)
-            for key, records in self.assigns.items():
-                for a in records:
-                    if a.value is not None and not a.loop:
-                        for k in kinds_of(a.value, a.func):
-                            changed |= add(self.owner_of(a), key, k)
+            for a in flows:
+                for k in kinds_of(a.value, a.func):
+                    changed |= add(self.owner_of(a), a.key, k)
             for func in self.all_functions:
                 for ret in func.returns:
                     for k in kinds_of(ret, func):
@@ -829,10 +901,13 @@ class FileModel:
 
     def origins(self, key: str, func: Func, depth: int = 0) -> set[str]:
         """``key`` and the keys it was taken from: ``layer`` in ``for layer in model.layers``
-        comes from ``model.layers``; ``block = model.blocks[0]`` from ``model.blocks[]``."""
-        out = {key}
+        comes from ``model.layers[]``; ``block = model.blocks[0]`` from ``model.blocks[]``."""
         if depth >= 3 or "." in key or "[" in key:
-            return out
+            return {key}
+        cached = self._origin_cache.get((id(func), key)) if depth == 0 else None
+        if cached is not None:
+            return cached
+        out = {key}
         for a in self.values_of(key, func):
             value = a.value
             while isinstance(value, ast.Call):
@@ -847,6 +922,8 @@ class FileModel:
                 if a.loop:
                     src += "[]"  # an item of the iterable, not the iterable itself
                 out |= self.origins(src, a.func, depth + 1) | {src}
+        if depth == 0:
+            self._origin_cache[(id(func), key)] = out
         return out
 
     def shard_kinds(self, key: str, func: Func) -> set[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 
 LATEST = (2, 13)
 
@@ -35,12 +36,25 @@ def parse(version: str) -> tuple[int, int]:
 
 @cache
 def installed() -> tuple[int, int]:
-    """The installed torch's version from its metadata, or the latest known one."""
-    from importlib import metadata
+    """The installed torch's version, read from ``torch/version.py`` as text (importing torch
+    or ``importlib.metadata`` would cost a large part of the start-up budget), or the latest
+    known version when torch is not installed."""
+    from importlib.util import find_spec
 
     try:
-        return parse(metadata.version("torch"))
-    except (metadata.PackageNotFoundError, ValueError):
+        spec = find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return LATEST
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8")
+    except OSError:
+        return LATEST
+    match = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    try:
+        return parse(match.group(1)) if match else LATEST
+    except ValueError:
         return LATEST
 
 

@@ -24,7 +24,9 @@ def fix(version: tuple[int, int]) -> str:
 def _shard_events(m: FileModel) -> list[tuple[Call, str]]:
     """(call, key sharded) for direct sharding calls and local helpers that shard an argument."""
     events = []
-    for call in m.calls:
+    candidates = m.calls_to("fully_shard", "FullyShardedDataParallel", module="torch.distributed")
+    candidates += [c for c, _ in m.local_calls]
+    for call in sorted(candidates, key=lambda c: c.order):
         if shard_kind(m.call_name(call)) is not None:
             node = call.node
             arg = (
@@ -48,7 +50,7 @@ def _shard_events(m: FileModel) -> list[tuple[Call, str]]:
 def _optimizer_sites(m: FileModel) -> Iterator[tuple[Call, list[str]]]:
     """(call, model keys whose parameters it takes): direct optimizers and local factories."""
     factories: dict[int, set[str]] = {}
-    for call in m.calls:
+    for call in m.calls_to(*m.imported_classes("torch"), module="torch"):
         if is_optimizer(m, call):
             params = (
                 call.node.args[0]
@@ -60,9 +62,8 @@ def _optimizer_sites(m: FileModel) -> Iterator[tuple[Call, list[str]]]:
             for owner in owners:
                 if owner in call.func.params:
                     factories.setdefault(id(call.func), set()).add(owner)
-    for call in m.calls:
-        callee = m.local_callee(call)
-        if callee is not None and id(callee) in factories:
+    for call, callee in m.local_calls:
+        if id(callee) in factories:
             owners = [
                 key_of(arg)
                 for param, arg in m.bound_args(call, callee)
@@ -84,6 +85,8 @@ def _rebuilt_after(m: FileModel, opt: Call, after: int) -> bool:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses("fully_shard", "FullyShardedDataParallel"):
+        return
     events = _shard_events(m)
     if not events:
         return

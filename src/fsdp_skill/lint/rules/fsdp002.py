@@ -25,7 +25,10 @@ def fix(version: tuple[int, int]) -> str:
 def _events(m: FileModel) -> list[tuple[Call, str, bool]]:
     """(call, key, inside): a fully_shard of ``key`` itself, or (inside=True) of its parts."""
     out = []
-    for call in m.calls:
+    candidates = m.calls_to("fully_shard", module="torch.distributed") + [
+        c for c, _ in m.local_calls
+    ]
+    for call in sorted(candidates, key=lambda c: c.order):
         if shard_kind(m.call_name(call)) == "fsdp2":
             arg = call_arg(call.node, 0, "module")
             elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
@@ -44,6 +47,8 @@ def _events(m: FileModel) -> list[tuple[Call, str, bool]]:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses("fully_shard"):
+        return
     events = _events(m)
     for call, key, inside in events:
         if inside:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Branch, Call, FileModel
+from fsdp_skill.lint.core import Branch, Call, FileModel, constant
 from fsdp_skill.lint.rules._api import is_collective
 
 CODE = "FSDP003"
@@ -26,10 +26,22 @@ def _collective_functions(m: FileModel) -> set[int]:
     return m.transitive(direct)
 
 
+def _on_subset(call: Call) -> bool:
+    """True if the call may legitimately run on some ranks only: it names its own group
+    (the branch may select exactly the members), or it does not communicate at all."""
+    node = call.node
+    for kw in node.keywords:
+        if kw.arg in ("group", "process_group", "pg") and constant(kw.value) is not None:
+            return True
+        if kw.arg in ("no_dist", "use_local_synchronization") and constant(kw.value) is True:
+            return True
+    return False
+
+
 def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
     op = is_collective(m, call)
     if op:
-        return op
+        return None if _on_subset(call) else op
     callee = m.local_callee(call)
     if callee is not None and id(callee) in functions:
         return f"{callee.name}() (it runs a collective)"
@@ -37,11 +49,12 @@ def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
-    functions = _collective_functions(m)
+    guarded = [c for c in m.calls if c.branch is not None]
+    if not guarded:
+        return
+    functions = _collective_functions(m) if any(m.local_callee(c) for c in guarded) else set()
     by_branch: dict[Branch, list[tuple[Call, str]]] = {}
-    for call in m.calls:
-        if call.branch is None:
-            continue
+    for call in guarded:
         op = _collective_of(m, call, functions)
         if op:
             by_branch.setdefault(call.branch, []).append((call, op))

@@ -12,6 +12,7 @@ PITFALL = "process-group-init-off-main-thread"
 SEVERITY = "error"
 SUMMARY = "process group initialised off the main thread"
 
+_THREADING = ("Thread", "Timer", "ThreadPoolExecutor", "ThreadPool", "to_thread", "run_in_executor")
 INIT_CALLS = ("init_process_group", "new_group", "new_subgroups", "init_device_mesh")
 
 
@@ -68,6 +69,8 @@ def _thread_subclass_runs(m: FileModel) -> Iterator[Func]:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses(*INIT_CALLS) or not m.uses(*_THREADING):
+        return
     initialising = _initialising(m)
     if not initialising:
         return

@@ -18,6 +18,8 @@ def fix(version: tuple[int, int]) -> str:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses("FullyShardedDataParallel"):
+        return
     for call in m.calls_to("clip_grad_norm_", "clip_grad_norm", module="torch.nn.utils"):
         for owner in m.parameter_owners(call_arg(call.node, 0, "parameters"), call.func):
             if "fsdp1" in m.shard_kinds(owner, call.func):

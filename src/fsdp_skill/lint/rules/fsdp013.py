@@ -27,7 +27,8 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     for node, name in m.imports:
         if name == "torch.distributed.launch" or name.startswith("torch.distributed.launch."):
             yield node, "imports torch.distributed.launch, which is deprecated: use torchrun"
-    for call in m.method_calls("add_argument"):
+    calls = m.method_calls("add_argument") if "add_argument" in m.identifiers else []
+    for call in calls:
         flags = [constant(a) for a in call.node.args]
         if any(f in ("--local_rank", "--local-rank") for f in flags):
             yield (
@@ -39,5 +40,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
             )
     for node in m.strings:
         text = node.value
+        if "torch.distributed.launch" not in text:
+            continue
         if text == "torch.distributed.launch" or _LAUNCH_CMD.search(text):
             yield node, "launches with torch.distributed.launch, which is deprecated: use torchrun"

@@ -103,6 +103,8 @@ def _initialised(m: FileModel) -> bool:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses("init_empty_weights") and not any(s.value == "meta" for s in m.strings):
+        return
     for a in _meta_models(m):
         how = _materialisation(m)
         if how is None:

@@ -25,7 +25,7 @@ def fix(version: tuple[int, int]) -> str:
 def _optimizers_of_sharded(m: FileModel) -> set[str]:
     """Keys bound to optimizers built over a sharded model's parameters."""
     out = set()
-    for call in m.calls:
+    for call in m.calls_to(*m.imported_classes("torch"), module="torch"):
         if not is_optimizer(m, call):
             continue
         params = call_arg(call.node, 0, "params")
@@ -51,12 +51,14 @@ def _state_dicts(m: FileModel, expr: ast.expr, func, depth: int = 0) -> Iterator
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses("fully_shard", "FullyShardedDataParallel"):
+        return
     saves = [
         c
         for c in m.calls_to("save", module="torch")
         if m.call_name(c) in ("torch.save", "torch.serialization.save")
     ]
-    if not saves or "set_state_dict_type" in m.identifiers:
+    if not saves or "set_state_dict_type" in m.identifiers or "state_dict" not in m.identifiers:
         return
     optimizers = _optimizers_of_sharded(m)
     for save in saves:

@@ -69,10 +69,12 @@ def _class_of(m: FileModel, key: str, func: Func) -> Class | None:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    if not m.uses("fully_shard"):
+        return
     registered = _registered(m)
     for call in m.calls:
         func = call.node.func
-        if not isinstance(func, ast.Attribute) or m.qualname(func) is not None:
+        if not isinstance(func, ast.Attribute) or m.call_name(call) is not None:
             continue
         key = key_of(func.value)
         if key is None or "fsdp2" not in m.shard_kinds(key, call.func):

@@ -1,0 +1,37 @@
+"""Each rule is documented by one pitfall: its bad code is flagged, its good code is clean."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsdp_skill import knowledge
+from fsdp_skill.lint import lint_source
+from fsdp_skill.lint.rules import CODES, all_rules
+
+RULES = {r.code: r for r in all_rules()}
+
+
+def test_every_code_has_a_rule():
+    assert sorted(RULES) == list(CODES)
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_rule_has_exactly_one_pitfall(code):
+    documented = [p for p in knowledge.pitfalls() if p.lint == code]
+    assert [p.id for p in documented] == [RULES[code].pitfall]
+    assert documented[0].severity == RULES[code].severity
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_bad_example_is_flagged(code):
+    pitfall = knowledge.pitfall(RULES[code].pitfall)
+    found = [f["code"] for f in lint_source(pitfall.bad, "bad.py")["findings"]]
+    assert code in found
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_good_example_has_no_finding_at_all(code):
+    pitfall = knowledge.pitfall(RULES[code].pitfall)
+    result = lint_source(pitfall.good, "good.py")
+    assert result["errors"] == []
+    assert result["findings"] == [], result["findings"]
