@@ -147,3 +147,10 @@ def test_cli_search_and_show_never_import_torch(bundle):
     )
     assert missing.returncode == 2
     assert missing.stderr.startswith("fsdp-skill: error: no section 'nope#nothing'")
+
+
+def test_a_damaged_index_file_is_rebuilt(bundle):
+    path = index.build(bundle)
+    path.write_bytes(b"not a database at all" * 100)
+    index._OPEN.clear()
+    assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"

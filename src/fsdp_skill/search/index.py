@@ -173,8 +173,29 @@ def connect(bundle: Path) -> sqlite3.Connection:
     if db is None:
         for stale in [s for s in _OPEN if s[1] == slot[1]]:
             _OPEN.pop(stale).close()
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = _open_checked(path, bundle)
         _OPEN[slot] = db
+    return db
+
+
+def _open_checked(path: Path, bundle: Path) -> sqlite3.Connection:
+    """Open an index file; one that is damaged (a disk error, a foreign file) is rebuilt."""
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError:
+        path.unlink(missing_ok=True)
+        write_index(path, sections.bundle_sections(bundle))
+        return _open(path)
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        db.execute("SELECT count(*) FROM section").fetchone()
+        db.execute("SELECT count(*) FROM fts WHERE fts MATCH 'x'").fetchone()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
     return db
 
 
