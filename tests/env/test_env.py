@@ -187,6 +187,20 @@ def test_launcher_without_rank(tmp_path: Path):
     assert "OMPI_COMM_WORLD_RANK" in report["warnings"][0]["message"]
 
 
+def test_more_local_ranks_than_gpus(tmp_path: Path):
+    torchrun = {"TORCHELASTIC_RUN_ID": "x", "LOCAL_WORLD_SIZE": "8", "MASTER_ADDR": "a"}
+    assert "more-ranks-than-gpus" in warning_ids(
+        env(host=gpu_host(tmp_path / "a", gpus=4, env=torchrun))
+    )
+    masked = dict(torchrun, CUDA_VISIBLE_DEVICES="0,1")
+    report = env(host=gpu_host(tmp_path / "b", gpus=8, env=masked))
+    message = next(w["message"] for w in report["warnings"] if w["id"] == "more-ranks-than-gpus")
+    assert "only 2 GPU(s)" in message
+    assert "more-ranks-than-gpus" not in warning_ids(
+        env(host=gpu_host(tmp_path / "c", gpus=8, env=torchrun))
+    )
+
+
 def test_half_set_rank_variables(tmp_path: Path):
     report = env(host=cpu_host(tmp_path, env={"RANK": "3"}))
     assert "rank-vars-incomplete" in warning_ids(report)

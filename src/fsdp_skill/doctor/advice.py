@@ -291,6 +291,20 @@ def warnings(facts: Mapping, backend: str) -> list[dict]:
             "no-visible-gpus",
             f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from this process.",
         )
+    local = env.get("LOCAL_WORLD_SIZE", "")
+    if cuda and local.isdigit():
+        mask = env.get("CUDA_VISIBLE_DEVICES")
+        visible = len(cuda)
+        if mask:
+            visible = min(visible, len([d for d in mask.split(",") if d.strip()]))
+        if int(local) > visible > 0:
+            shown = f" (CUDA_VISIBLE_DEVICES={mask})" if mask else ""
+            warn(
+                "more-ranks-than-gpus",
+                f"LOCAL_WORLD_SIZE={local} but only {visible} GPU(s) are visible here{shown}: "
+                "ranks would share a GPU, which NCCL refuses (duplicate GPU). Start one process "
+                "per GPU (torchrun --nproc-per-node).",
+            )
     far = gpus_far_from_nics(topology) if active else []
     if far:
         warn(
