@@ -50,14 +50,13 @@ def refresh(
 
     else:
         from fsdp_skill.references import crawler, web_pages
-        from fsdp_skill.symbols import torch_version
 
         result = crawler.crawl_pages(url=url, progress=progress, **options)
         if not result.pages:
             reasons = "; ".join(f"{f.url}: {f.reason}" for f in result.failures[:3])
             raise UsageError(f"no page could be fetched ({reasons or 'nothing in scope'})")
         pages = web_pages.render_pages(result.pages)
-        version = torch_version() or "not installed"
+        version = _installed_torch_version()
         extra = {
             "pages": sorted(p.url for p in result.pages),
             "failures": [f.as_dict() for f in result.failures],
@@ -68,3 +67,13 @@ def refresh(
     report.update(machinery.diff_sections(old, new))
     report.update(extra)
     return report
+
+
+def _installed_torch_version() -> str:
+    """The installed torch's version from its metadata (importing torch takes seconds)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch").split("+")[0]
+    except metadata.PackageNotFoundError:
+        return "not installed"
