@@ -51,7 +51,8 @@ TOPICS: dict[str, tuple[Export, ...]] = {
             "nccl",
         ),
         Export(
-            "TORCH_FR_DUMP_TEMP_FILE",
+            # The name read since 2.5; newer torch also reads TORCH_FR_DUMP_TEMP_FILE.
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
             "/tmp/nccl_trace_rank_",
             "where the dumps go: one file per rank, this prefix plus the rank number "
             "(feed them to `fsdp-skill hang`)",
@@ -194,17 +195,19 @@ def advice(topic: str, backend: str, env: dict[str, str] | None = None) -> dict:
     exports = []
     for item in TOPICS[topic]:
         entry = known.get(item.name)
-        shows = item.shows
-        source = item.source
+        shows, source, when, scope = item.shows, item.source, "", item.backend
         if entry is not None:
+            scope = getattr(entry, "backend", "") or scope
             shows = getattr(entry, "shows", "") or getattr(entry, "what", "") or shows
             source = getattr(entry, "source", "") or source
-        applies = item.backend in ("any", backend)
+            when = getattr(entry, "when", "")
+        applies = scope in ("any", backend)
         exports.append(
             {
                 "name": item.name,
                 "value": item.value,
                 "shows": shows,
+                "when": when,
                 "source": source,
                 "applies": applies,
                 "current": (env or {}).get(item.name),
