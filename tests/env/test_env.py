@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill.doctor import Host, env
+from fsdp_skill.doctor import Host, env, varinfo
 from fsdp_skill.doctor import topics as topics_module
 from fsdp_skill.doctor.advice import ifname_matches
 from fsdp_skill.doctor.host import fake_runner, run_command
@@ -199,6 +199,18 @@ def test_more_local_ranks_than_gpus(tmp_path: Path):
     assert "more-ranks-than-gpus" not in warning_ids(
         env(host=gpu_host(tmp_path / "c", gpus=8, env=torchrun))
     )
+
+
+def test_old_variable_names_from_the_knowledge(tmp_path: Path):
+    renames = varinfo.renamed()
+    if "NCCL_ASYNC_ERROR_HANDLING" not in renames:
+        pytest.skip("the knowledge does not record the 2.2 rename of NCCL_ASYNC_ERROR_HANDLING")
+    assert renames["NCCL_ASYNC_ERROR_HANDLING"] == ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "2.2")
+    report = env(host=gpu_host(tmp_path / "a", env={"NCCL_ASYNC_ERROR_HANDLING": "1"}))
+    message = next(w["message"] for w in report["warnings"] if w["id"] == "renamed-variable")
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in message
+    both = {"NCCL_ASYNC_ERROR_HANDLING": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    assert "renamed-variable" not in warning_ids(env(host=gpu_host(tmp_path / "b", env=both)))
 
 
 def test_half_set_rank_variables(tmp_path: Path):
@@ -401,7 +413,7 @@ def test_for_uses_the_knowledge_when_it_describes_a_variable(
         source="https://example.org/nccl",
         shows="a sentence from the knowledge",
     )
-    monkeypatch.setattr(topics_module, "_knowledge", lambda: {"NCCL_DEBUG": entry})
+    monkeypatch.setattr(varinfo, "known", lambda: {"NCCL_DEBUG": entry})
     exports = env("hang", host=gpu_host(tmp_path))["for"]["exports"]
     nccl_debug = next(e for e in exports if e["name"] == "NCCL_DEBUG")
     assert nccl_debug["shows"] == "a sentence from the knowledge"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fsdp_skill.knowledge import in_range
+
 BACKEND_DOCS = "https://docs.pytorch.org/docs/stable/distributed.html#which-backend-to-use"
 NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 GPUDIRECT_DOCS = (
@@ -190,8 +192,14 @@ def _truthy(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 
 
-def warnings(facts: Mapping, backend: str) -> list[dict]:
-    """Problems in the current setup that would slow, break or hang a distributed job."""
+def warnings(
+    facts: Mapping, backend: str, renamed: Mapping[str, tuple[str, str]] | None = None
+) -> list[dict]:
+    """Problems in the current setup that would slow, break or hang a distributed job.
+
+    ``renamed`` maps old variable names to ``(new name, torch version of the rename)``.
+    """
+    renamed = renamed or {}
     env: Mapping[str, str] = facts["env"]["set"]
     launcher = facts["env"]["launcher"]
     names = [i["name"] for i in facts["interfaces"]]
@@ -313,6 +321,14 @@ def warnings(facts: Mapping, backend: str) -> list[dict]:
             "their traffic to other hosts crosses the CPUs, and GPUDirect RDMA works best with "
             f"the NIC and GPU under the same PCIe root complex ({GPUDIRECT_DOCS}).",
         )
+    version = torch.get("version") or ""
+    for old, (new, since) in sorted(renamed.items()):
+        if old in env and new not in env and (not version or in_range(version, since)):
+            warn(
+                "renamed-variable",
+                f"{old} is the name torch used before {since}; this torch "
+                f"({version or 'version unknown'}) reads {new}. Set {new}={env[old]} instead.",
+            )
     kinds = {(d.get("name"), d.get("memory_bytes")) for d in cuda}
     if len(kinds) > 1:
         warn(

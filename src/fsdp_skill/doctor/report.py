@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from fsdp_skill.doctor import advice, probes, topics, torch_info
+from fsdp_skill.doctor import advice, probes, topics, torch_info, varinfo
 from fsdp_skill.doctor.host import Host, read_text
 from fsdp_skill.errors import UsageError
 
@@ -133,7 +133,7 @@ def build_report(
         "env_vars": facts["env"]["set"],
         "backend_recommendation": recommendation,
         "exports": advice.interface_exports(facts, backend),
-        "warnings": advice.warnings(facts, backend),
+        "warnings": advice.warnings(facts, backend, varinfo.renamed()),
         "unknown": facts["unknown"],
     }
     if for_topic is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsdp_skill.doctor import varinfo
 from fsdp_skill.doctor.advice import NCCL_ENV_DOCS
 
 TORCH_DEBUG_DOCS = (
@@ -174,24 +175,12 @@ TOPICS: dict[str, tuple[Export, ...]] = {
 }
 
 
-def _knowledge() -> dict[str, object]:
-    """The env-var knowledge by name; empty if the file is absent or unreadable."""
-    try:
-        from fsdp_skill.knowledge import KnowledgeError, env_vars
-    except ImportError:  # pragma: no cover - the knowledge package ships with this one
-        return {}
-    try:
-        return {v.name: v for v in env_vars()}
-    except (KnowledgeError, TypeError, OSError):
-        return {}
-
-
 def advice(topic: str, backend: str, env: dict[str, str] | None = None) -> dict:
     """The exports for ``topic``, with each variable's meaning, for a job on ``backend``.
 
     ``env`` holds the variables set now: each export says its current value, if any.
     """
-    known = _knowledge()
+    known = varinfo.known()
     exports = []
     for item in TOPICS[topic]:
         entry = known.get(item.name)
