@@ -76,9 +76,9 @@ def is_collective(m: FileModel, call: Call) -> str | None:
         if key is None:
             return "DTensor.full_tensor" if func.attr == "full_tensor" else None
         kinds = m.shard_kinds(key, call.func)
-        if "fsdp1" in kinds and func.attr in FSDP1_METHODS:
+        if kinds == {"fsdp1"} and func.attr in FSDP1_METHODS:
             return f"{key}.{func.attr}"
-        if "fsdp2" in kinds and func.attr == "unshard":
+        if kinds == {"fsdp2"} and func.attr == "unshard":
             return f"{key}.{func.attr}"
         if func.attr == "full_tensor":
             return f"{key}.full_tensor"
@@ -111,8 +111,17 @@ def dtype_of(m: FileModel, expr: ast.expr | None, func: Func) -> str | None:
 
 
 def policy_calls(m: FileModel) -> list[Call]:
-    """``MixedPrecision(...)`` (FSDP1) and ``MixedPrecisionPolicy(...)`` (FSDP2) calls."""
-    return [c for c in m.calls_to(*POLICIES, module="torch.distributed") if c.node]
+    """``MixedPrecision(...)`` (FSDP1) and ``MixedPrecisionPolicy(...)`` (FSDP2) calls, except
+    policies stored in a plain name that is never read (a preset the script does not use)."""
+    unused = {
+        id(a.value)
+        for records in m.assigns.values()
+        for a in records
+        if "." not in a.key and "[" not in a.key and a.key not in m.identifiers
+    }
+    return [
+        c for c in m.calls_to(*POLICIES, module="torch.distributed") if id(c.node) not in unused
+    ]
 
 
 def kwarg_is(call: ast.Call, name: str, value: object) -> bool:

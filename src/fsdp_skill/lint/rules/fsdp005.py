@@ -1,4 +1,4 @@
-"""FSDP005: NCCL / CUDA mesh with no per-rank device (no set_device, no device_id)."""
+"""FSDP005: NCCL with no per-rank device (no set_device, no device_id)."""
 
 from __future__ import annotations
 
@@ -53,18 +53,23 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     for call in m.calls_to("init_process_group", module="torch.distributed"):
         backends = _strings(m, call, call_arg(call.node, 0, "backend"))
         if backends and any("nccl" in b for b in backends):
-            uses.append((call, "init_process_group with NCCL"))
-    for call in m.calls_to("init_device_mesh", module="torch.distributed"):
-        kinds = _strings(m, call, call_arg(call.node, 0, "device_type"))
-        if kinds and "cuda" in kinds:
-            uses.append((call, 'init_device_mesh("cuda", ...)'))
-    if not uses or _device_pinned(m):
+            uses.append(call)
+    if not uses or _device_pinned(m) or _cuda_mesh(m):
         return
-    call, what = uses[0]
     yield (
-        call.node,
+        uses[0].node,
         (
-            f"{what} but no per-rank device is set: every rank would use cuda:0 "
-            "(hangs or 'Duplicate GPU detected')"
+            "init_process_group with NCCL but no per-rank device is set: every rank would use "
+            "cuda:0 (hangs or 'Duplicate GPU detected')"
         ),
     )
+
+
+def _cuda_mesh(m: FileModel) -> bool:
+    """True if the file builds a CUDA device mesh, which picks the device from LOCAL_RANK
+    itself when none was chosen (torch/distributed/device_mesh.py): not certain, stay silent."""
+    for call in m.calls_to("init_device_mesh", module="torch.distributed"):
+        kinds = _strings(m, call, call_arg(call.node, 0, "device_type"))
+        if kinds is None or "cuda" in kinds:
+            return True
+    return False

@@ -28,7 +28,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     node = call.node
     if has_splat(node) or call.loop:
         return
-    policy = call_arg(node, -1, "auto_wrap_policy")
+    policy = call_arg(node, -1, "auto_wrap_policy") or call_arg(node, -1, "fsdp_auto_wrap_policy")
     if policy is not None and constant(policy) is not None:
         return
     func = call.func

@@ -87,3 +87,22 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
                     "gathers the whole model on its GPU and can run out of memory"
                 ),
             )
+    yield from _fsdp1_default_full(m)
+
+
+def _fsdp1_default_full(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    """FSDP1 ``model.state_dict()`` when the file never chooses a state-dict type: the default
+    is FULL_STATE_DICT with FullStateDictConfig() (no offload, every rank)."""
+    if m.uses("state_dict_type", "set_state_dict_type") or "state_dict" not in m.identifiers:
+        return
+    for call in m.method_calls("state_dict"):
+        owner = key_of(call.node.func.value)
+        if owner and m.shard_kinds(owner, call.func) == {"fsdp1"}:
+            yield (
+                call.node,
+                (
+                    f"`{owner}.state_dict()` on an FSDP1 model uses the default FULL_STATE_DICT "
+                    "config: every rank gathers the whole model on its GPU"
+                ),
+            )
+            return

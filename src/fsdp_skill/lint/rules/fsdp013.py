@@ -13,6 +13,7 @@ PITFALL = "deprecated-distributed-launch"
 SEVERITY = "warning"
 SUMMARY = "torch.distributed.launch / --local_rank instead of torchrun"
 
+_MODULE = "torch.distributed.launch"
 _LAUNCH_CMD = re.compile(r"(?:^|\s)-m\s+torch\.distributed\.launch\b")
 
 
@@ -38,9 +39,19 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
                     "environment variable"
                 ),
             )
+    if any("torch.distributed.launch" in node.value for node in m.strings):
+        yield from _launch_commands(m)
+
+
+def _launch_commands(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
+    """``-m torch.distributed.launch`` in a command string or an argument list."""
+    message = "launches with torch.distributed.launch, which is deprecated: use torchrun"
     for node in m.strings:
-        text = node.value
-        if "torch.distributed.launch" not in text:
-            continue
-        if text == "torch.distributed.launch" or _LAUNCH_CMD.search(text):
-            yield node, "launches with torch.distributed.launch, which is deprecated: use torchrun"
+        if _LAUNCH_CMD.search(node.value):
+            yield node, message
+    for node in ast.walk(m.tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [constant(e) for e in node.elts]
+            for before, item in zip(items, items[1:], strict=False):
+                if before == "-m" and item == _MODULE:
+                    yield node, message

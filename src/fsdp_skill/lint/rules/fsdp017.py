@@ -69,8 +69,8 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
             owner = key_of(sd.node.func.value)
             if owner is None or _full_state_dict_context(m, sd):
                 continue
-            kinds = m.shard_kinds(owner, sd.func)
-            if kinds:
+            # FSDP1's default state dict is a full one, so only FSDP2 (DTensor shards) is sure
+            if m.shard_kinds(owner, sd.func) == {"fsdp2"}:
                 yield (
                     save.node,
                     (

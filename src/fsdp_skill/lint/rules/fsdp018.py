@@ -77,7 +77,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         if not isinstance(func, ast.Attribute) or m.call_name(call) is not None:
             continue
         key = key_of(func.value)
-        if key is None or "fsdp2" not in m.shard_kinds(key, call.func):
+        if key is None or m.shard_kinds(key, call.func) != {"fsdp2"}:
             continue
         if (key, func.attr) in registered:
             continue
