@@ -14,6 +14,7 @@ a failing tool comes back as a tool error; the server keeps running.
 import functools
 import inspect
 import json
+import os
 import sys
 import typing
 from collections.abc import Callable, Sequence
@@ -87,12 +88,42 @@ def check_path(raw: str, roots: Sequence[Path]) -> Path:
     if not path.is_absolute():
         path = roots[0] / path
     resolved = path.resolve()
-    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+    if not _inside(resolved, roots):
         allowed = ", ".join(str(r) for r in roots)
         raise UsageError(f"{raw} is outside the client's roots ({allowed})")
     if not resolved.exists():
         raise UsageError(f"{raw} does not exist")
+    if resolved.is_dir():
+        _check_links_inside(resolved, raw, roots)
     return resolved
+
+
+MAX_WALK = 50_000
+"""Entries a folder argument may hold (links are checked in all of them)."""
+_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
+
+
+def _inside(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path.is_relative_to(root.resolve()) for root in roots)
+
+
+def _check_links_inside(folder: Path, raw: str, roots: Sequence[Path]) -> None:
+    """Refuse a folder holding a symbolic link that leads outside the roots: the tools
+    walk folders and would follow it. Hidden folders and package caches are not walked
+    (the tools skip them too)."""
+    seen = 0
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]
+        seen += len(dirs) + len(files)
+        if seen > MAX_WALK:
+            raise UsageError(f"{raw} holds more than {MAX_WALK} entries; pass narrower paths")
+        for name in dirs + files:
+            entry = Path(top) / name
+            if entry.is_symlink() and not _inside(entry.resolve(), roots):
+                raise UsageError(
+                    f"{raw} holds {entry.relative_to(folder)}, a link to "
+                    f"{entry.resolve()}, outside the client's roots"
+                )
 
 
 # --- the server ------------------------------------------------------------------------

@@ -39,3 +39,18 @@ def test_a_root_that_is_a_prefix_of_another_folder_grants_only_itself(tmp_path: 
     (tmp_path / "proj-secrets" / "k.py").write_text("")
     with pytest.raises(UsageError, match="outside"):
         check_path(str(tmp_path / "proj-secrets" / "k.py"), [tmp_path / "proj"])
+
+
+def test_a_folder_with_a_link_leading_out_is_refused(tmp_path: Path):
+    root = tmp_path / "root"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "ok.py").write_text("")
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key.py").write_text("")
+    assert check_path(str(root), [root]) == root.resolve()
+    (root / "src" / "inner.py").symlink_to(root / "src" / "ok.py")  # a link that stays inside
+    assert check_path(str(root), [root]) == root.resolve()
+    (root / "src" / "leak").symlink_to(tmp_path / "secret")
+    with pytest.raises(UsageError, match="leak, a link to .*outside"):
+        check_path(str(root), [root])
+    assert check_path(str(root / "src" / "ok.py"), [root])  # a single file inside is fine
