@@ -60,17 +60,11 @@ def test_json_contract_shape():
             "comm_bytes_per_step",
             "notes",
         } <= set(s)
-        assert set(s["per_gpu_bytes"]) == {
-            "params",
-            "grads",
-            "optimizer",
-            "activations",
-            "buffers",
-            "total",
-        }
-        assert s["per_gpu_bytes"]["total"] == sum(
-            v for k, v in s["per_gpu_bytes"].items() if k != "total"
-        )
+        b = s["per_gpu_bytes"]
+        assert {"params", "grads", "optimizer", "activations", "buffers", "total"} <= set(b)
+        # the peak: never more than everything at once, never less than the model states
+        everything = sum(v for k, v in b.items() if k != "total")
+        assert b["params"] + b["grads"] + b["optimizer"] <= b["total"] <= everything
         names.add(s["name"])
     assert {
         "ddp",

@@ -18,6 +18,9 @@ from fsdp_skill.plan.setup import Setup
 from fsdp_skill.plan.strategies import Strategy
 
 MASTER_BYTES = 4  # sharded parameters, their gradients and optimizer states are fp32
+# The foreach Adam/AdamW step allocates one fp32 temporary per parameter (sqrt of the second
+# moment); foreach SGD updates in place.
+STEP_TEMP_BYTES = {"adamw": 4, "adam": 4, "sgd": 0, "sgd-nomomentum": 0}
 
 
 def shard_numel(shapes: tuple[tuple[int, ...], ...], world: int) -> int:
@@ -36,19 +39,39 @@ def model_shard_numel(spec: ModelSpec, world: int) -> int:
 
 @dataclass(frozen=True)
 class Memory:
-    """Bytes for one strategy: per GPU split by kind, and per node on the CPU."""
+    """Bytes for one strategy: per GPU split by kind, and per node on the CPU.
+
+    ``total`` is the peak, which is not always the sum of the parts: with FSDP,
+    ``optimizer.zero_grad()`` frees the sharded gradients, and backward creates them layer by
+    layer while it frees that layer's activations, so the two peak at opposite ends of
+    backward. The optimizer step has its own peak (its temporaries, no activations).
+    """
 
     params: int
     grads: int
     optimizer: int
     activations: int
     buffers: int
+    optimizer_step: int  # temporaries of the optimizer step
+    grads_persist: bool  # gradients live through backward (DDP's buckets)
     cpu_per_rank: int
     cpu_per_node: int
 
     @property
+    def backward_peak(self) -> int:
+        if self.grads_persist:
+            moving = self.grads + self.activations
+        else:
+            moving = max(self.grads, self.activations)
+        return self.params + self.optimizer + self.buffers + moving
+
+    @property
+    def step_peak(self) -> int:
+        return self.params + self.grads + self.optimizer + self.optimizer_step
+
+    @property
     def total(self) -> int:
-        return self.params + self.grads + self.optimizer + self.activations + self.buffers
+        return max(self.backward_peak, self.step_peak)
 
     def per_gpu(self) -> dict[str, int]:
         return {
@@ -57,6 +80,7 @@ class Memory:
             "optimizer": self.optimizer,
             "activations": self.activations,
             "buffers": self.buffers,
+            "optimizer_step": self.optimizer_step,
             "total": self.total,
         }
 
@@ -91,7 +115,8 @@ def estimate(setup: Setup, strategy: Strategy) -> Memory:
         # Under autocast, the low-precision weight copies stay alive until backward uses them.
         # (gradient_as_bucket_view=True makes the gradients views into DDP's buckets.)
         buffers = (c * n) if c != MASTER_BYTES else 0
-        return Memory(params, grads, optimizer, acts, buffers, 0, 0)
+        step = STEP_TEMP_BYTES[setup.optimizer] * shard
+        return Memory(params, grads, optimizer, acts, buffers, step, True, 0, 0)
     # The root unit (embeddings, norm, head) is not resharded after forward, and its
     # unsharded gradient lives through backward until its reduce-scatter at the end.
     root_bytes = 2 * c * root
@@ -104,10 +129,13 @@ def estimate(setup: Setup, strategy: Strategy) -> Memory:
         gathered = 2 * c * unit  # the unit in use and the prefetched next one
     buffers = root_bytes + gathered + reduce_bytes
     cpu = 0
+    step = STEP_TEMP_BYTES[setup.optimizer] * shard
     if strategy.offload:
         # Sharded params, grads and optimizer states live in (pinned) CPU memory; each
         # all-gather first copies the unit's fp32 shard to the GPU.
         cpu = params + grads + optimizer
         buffers += 2 * MASTER_BYTES * math.ceil(unit / world)
-        params = grads = optimizer = 0
-    return Memory(params, grads, optimizer, acts, buffers, cpu, cpu * setup.gpus_per_node)
+        params = grads = optimizer = step = 0  # the optimizer steps on the CPU
+    return Memory(
+        params, grads, optimizer, acts, buffers, step, False, cpu, cpu * setup.gpus_per_node
+    )

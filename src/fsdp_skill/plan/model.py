@@ -48,6 +48,7 @@ class ModelSpec:
     experts_per_token: int = 0
     exact: bool = True
     declared_params: int | None = None
+    max_positions: int | None = None
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -114,6 +115,13 @@ def _int(config: dict[str, Any], *keys: str, default: int | None = None) -> int:
     if default is not None:
         return default
     raise UsageError(f"model config lacks {keys[0]!r}, which the planner needs")
+
+
+def _optional_int(config: dict[str, Any], key: str) -> int | None:
+    value = config.get(key)
+    return (
+        int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    )
 
 
 def _flag(config: dict[str, Any], key: str, default: bool) -> bool:
@@ -198,6 +206,7 @@ def _llama_like(
         experts=experts,
         experts_per_token=per_token,
         notes=notes,
+        max_positions=_optional_int(config, "max_position_embeddings"),
     )
 
 
@@ -218,6 +227,7 @@ def _gpt2(config: dict[str, Any], name: str) -> ModelSpec:
     return ModelSpec(
         name=name,
         family="gpt2",
+        max_positions=positions,
         hidden=h,
         num_layers=layers,
         heads=heads,
@@ -249,6 +259,7 @@ def _gpt_neox(config: dict[str, Any], name: str) -> ModelSpec:
     return ModelSpec(
         name=name,
         family="gpt_neox",
+        max_positions=_optional_int(config, "max_position_embeddings"),
         hidden=h,
         num_layers=layers,
         heads=heads,

@@ -20,7 +20,13 @@ from fsdp_skill.plan.setup import (
     check_layout,
 )
 from fsdp_skill.plan.strategies import Strategy, candidates
-from fsdp_skill.plan.units import format_bytes, parse_bandwidth, parse_bytes, parse_count
+from fsdp_skill.plan.units import (
+    format_bytes,
+    format_seconds,
+    parse_bandwidth,
+    parse_bytes,
+    parse_count,
+)
 
 DEFAULT_SEQ_LEN = 4096
 DEFAULT_HEADROOM = 0.10
@@ -145,8 +151,14 @@ def _strategy_row(setup: Setup, strategy: Strategy) -> dict[str, Any]:
 
 
 def _rank_key(row: dict[str, Any]) -> tuple:
-    # Offload and recomputation cost more than extra collectives, so they come last.
-    return (row["cpu_offload"], row["activation_checkpointing"], row["comm_seconds_per_step"])
+    # Offload and recomputation cost more than extra collectives, so they come last; DDP,
+    # when it fits, needs no parameter gathering at all; then the least communication.
+    return (
+        row["cpu_offload"],
+        row["activation_checkpointing"],
+        row["reshard_after_forward"] is not None,  # False for DDP, which has no resharding
+        row["comm_seconds_per_step"],
+    )
 
 
 def _recommend(setup: Setup, rows: list[dict], strategies: dict[str, Strategy], torch_version):
@@ -170,9 +182,10 @@ def _recommend(setup: Setup, rows: list[dict], strategies: dict[str, Strategy], 
     why = (
         f"{pick['name']} fits: {format_bytes(pick['per_gpu_bytes']['total'])} of {usable} usable "
         f"per GPU ({format_bytes(setup.gpu_memory)} less {setup.headroom:.0%} headroom), with an "
-        f"estimated {pick['comm_seconds_per_step']:.2f} s of communication per step. "
-        "Chosen as the first that fits when strategies without CPU offload or activation "
-        "checkpointing come first (both slow a step down) and ties go to less communication."
+        f"estimated {format_seconds(pick['comm_seconds_per_step'])} of communication per step. "
+        "Chosen as the first that fits in this order: without CPU offload, then without "
+        "activation checkpointing (both slow a step down), DDP before sharding (no parameter "
+        "gathering), then the least communication."
     )
     if too_big:
         why += f" Does not fit: {', '.join(too_big)}."
@@ -238,6 +251,11 @@ def plan(
     rows = [_strategy_row(setup, s) for s in strategies.values()]
     notes = list(spec.notes)
     notes.append(
+        "total is the peak of a step, not the sum of the columns: with FSDP the sharded "
+        "gradients grow during backward while activations are freed, and the optimizer step "
+        "(whose temporaries are in optimizer_step) runs after activations are gone"
+    )
+    notes.append(
         "totals leave out the CUDA context and NCCL's own buffers (about 0.5-2 GiB per GPU): "
         "keep the headroom"
     )
@@ -246,6 +264,11 @@ def plan(
             f"communication times assume {setup.intra_bandwidth / 1e9:.0f} GB/s within a node"
             + (f" and {setup.inter_bandwidth / 1e9:.0f} GB/s between nodes" if nodes > 1 else "")
             + " (bus bandwidth); pass --bandwidth with what nccl-tests measures on yours"
+        )
+    if spec.max_positions and setup.seq_len > spec.max_positions:
+        notes.append(
+            f"--seq-len {setup.seq_len} is longer than the {spec.max_positions} positions "
+            "the model config declares"
         )
     if spec.family == "gpt2":
         notes.append("GPT-2 activations are approximate (attention dropout): expect +-25%")

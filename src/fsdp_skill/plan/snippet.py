@@ -42,21 +42,23 @@ def _layers(setup: Setup) -> str:
     return LAYERS_ATTR.get(setup.spec.family, "model.model.layers")
 
 
-def _checkpointing_lines(setup: Setup) -> list[str]:
-    if setup.spec.exact:
-        return [
-            "# activation checkpointing: each decoder layer keeps only its input",
-            'model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})',
-        ]
+AC_IMPORT = [
+    "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (",
+    "    apply_activation_checkpointing,",
+    ")",
+]
+
+
+def _checkpointing_lines(setup: Setup, layer_cls_known: bool = False) -> list[str]:
+    """Wrap every decoder layer in torch's checkpoint wrapper (needs AC_IMPORT).
+
+    torch's own wrapper works the same for every model and transformers version.
+    """
+    find_cls = [] if layer_cls_known else [f"layer_cls = type({_layers(setup)}[0])"]
     return [
-        "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (",
-        "    apply_activation_checkpointing,",
-        ")",
-        "",
         "# activation checkpointing: each decoder layer keeps only its input",
-        "apply_activation_checkpointing(",
-        f"    model, check_fn=lambda m: any(m is layer for layer in {_layers(setup)})",
-        ")",
+        *find_cls,
+        "apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, layer_cls))",
     ]
 
 
@@ -66,6 +68,7 @@ def _fsdp2(setup: Setup, strategy: Strategy, module: str) -> str:
         names.insert(0, "CPUOffloadPolicy")
     lines = [
         "import torch",
+        *(AC_IMPORT if strategy.checkpointing else []),
         "from torch.distributed.device_mesh import init_device_mesh",
         f"from {module} import {', '.join(names)}",
         "",
@@ -126,6 +129,7 @@ def _fsdp1(setup: Setup, strategy: Strategy) -> str:
         "import functools",
         "",
         "import torch",
+        *(AC_IMPORT if strategy.checkpointing else []),
         "from torch.distributed.fsdp import (",
         "    CPUOffload,",
         "    FullyShardedDataParallel as FSDP,",
@@ -149,14 +153,15 @@ def _fsdp1(setup: Setup, strategy: Strategy) -> str:
         ")",
         f"optimizer = {_optimizer(setup)}",
     ]
-    if strategy.checkpointing:
-        lines += ["", *_checkpointing_lines(setup)]
+    if strategy.checkpointing:  # after wrapping, as FSDP1 expects
+        lines += ["", *_checkpointing_lines(setup, layer_cls_known=True)]
     return "\n".join(lines) + "\n"
 
 
 def _ddp(setup: Setup, strategy: Strategy) -> str:
     lines = [
         "import torch",
+        *(AC_IMPORT if strategy.checkpointing else []),
         "from torch.nn.parallel import DistributedDataParallel as DDP",
         "",
     ]
