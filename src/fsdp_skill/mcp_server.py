@@ -427,10 +427,14 @@ def build_server(extra_roots: Sequence[Path] = ()):
             Literal["hang", "init", "perf", "topology"] | None,
             Field(description="Also list the variables to export for this investigation."),
         ] = None,
+        deep: Annotated[
+            bool,
+            Field(description="Also import torch (a few seconds) to ask what it can use."),
+        ] = False,
     ) -> out["env"]:  # type: ignore[valid-type]
         """This machine's distributed setup (torch, GPUs, links, networks, variables) and the
         backend to use; runs on the server's host."""
-        return call(tool_module("doctor", "env"), topic)
+        return call(tool_module("doctor", "env"), topic, deep=deep)
 
     for uri, path, title in reference_files(bundle_dir()):
         app.add_resource(

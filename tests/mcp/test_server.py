@@ -37,7 +37,7 @@ EXPECTED_ARGS = {
     },
     "explain": {"text"},
     "hang": {"paths"},
-    "env": {"topic"},
+    "env": {"topic", "deep"},
 }
 
 CONTRACT_FIELDS = {  # DESIGN §3: the fields each command's JSON must have
