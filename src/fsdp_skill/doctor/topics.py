@@ -68,6 +68,12 @@ TOPICS: dict[str, tuple[Export, ...]] = {
             TORCH_DEBUG_DOCS,
         ),
         Export(
+            "TORCH_CPP_LOG_LEVEL",
+            "INFO",
+            "lets the C++ messages of TORCH_DISTRIBUTED_DEBUG through (they are C++ logs)",
+            TORCH_DEBUG_DOCS,
+        ),
+        Export(
             "NCCL_DEBUG",
             "INFO",
             "NCCL's version, the transports it chose and the error that stopped a collective",
