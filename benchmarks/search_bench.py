@@ -158,6 +158,7 @@ def main() -> None:
     parser.add_argument("--bundle", type=Path, help="bundle to search (default: the shipped one)")
     parser.add_argument("--show-misses", action="store_true", help="list questions missed at 3")
     args = parser.parse_args()
+    args.runs = max(args.runs, 2)
     bundle = args.bundle or bundle_dir()
     questions = load_questions()
     index.build(bundle)

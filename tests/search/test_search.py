@@ -154,3 +154,20 @@ def test_a_damaged_index_file_is_rebuilt(bundle):
     path.write_bytes(b"not a database at all" * 100)
     index._OPEN.clear()
     assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
+
+
+def test_english_glossary_words_only_stand_in_for_words_the_references_lack():
+    assert "hang" in query_terms("my job is frozen")
+    assert "hang" not in query_terms("my job is frozen", rare=lambda term: False)
+    assert "hang" in query_terms("训练卡住", rare=lambda term: False)  # Chinese: always
+
+
+def test_version_history_sections_answer_version_questions(bundle):
+    page = bundle / "references" / "fsdp2.md"
+    page.write_text(
+        page.read_text()
+        + "\n## Older versions\n\nBefore 2.4 fully_shard lived in a private module; "
+        "reshard after forward was the default too.\n"
+    )
+    assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
+    assert _ids("fully_shard on torch 2.4", bundle)[0] == "fsdp2#older-versions"

@@ -218,6 +218,14 @@ _CJK = {
     "主线程": "main thread",
     "子线程": "thread",
     "默认值": "default",
+    "对应": "mapping equivalent",
+    "等价": "equivalent",
+    "替代": "replace instead",
+    "代替": "replace instead",
+    "值得": "worth pays",
+    "代价": "cost",
+    "开销": "cost overhead",
+    "划算": "worth pays",
 }
 
 CJK_TERMS: dict[str, str] = dict(sorted(_CJK.items(), key=lambda kv: -len(kv[0])))

@@ -115,7 +115,7 @@ def write_index(path: Path, found: list[sections.Section]) -> None:
                     db.execute(
                         "INSERT INTO fts(rowid, title, page, headings, keywords, body)"
                         " VALUES (?,?,?,?,?,?)",
-                        (rowid, s.title, s.page_title, s.headings, keywords, body),
+                        (rowid, s.label or s.title, s.page_title, s.headings, keywords, body),
                     )
                 db.execute(
                     "INSERT INTO section VALUES (?,?,?,?,?,?,?,?)",

@@ -46,6 +46,8 @@ class Section:
     headings: str = ""
     """Titles of the subsections inside it."""
     kind: str = "guide"
+    label: str = ""
+    """What the title column of the index holds when it differs from the title shown."""
 
     @property
     def is_intro(self) -> bool:
@@ -161,7 +163,15 @@ def env_sections(rel: str, text: str) -> Iterator[Section]:
         body = f"## {name}\n\n" + "\n".join(fields) + "\n"
         title = f"{name}: {cells[2] if len(cells) > 2 else ''}".strip(": ")
         yield Section(
-            f"env:{name}", title, rel, first_url(line), body, "Environment variables", "", "env"
+            f"env:{name}",
+            title,
+            rel,
+            first_url(line),
+            body,
+            "Environment variables",
+            "",
+            "env",
+            label=name,  # the description is body text: it must not outweigh section titles
         )
 
 

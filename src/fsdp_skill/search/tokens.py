@@ -8,6 +8,7 @@ The index's tokenizer (FTS5 ``porter unicode61``) already splits on ``_`` and ``
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from fsdp_skill.search.glossary import CJK_TERMS, ENGLISH_TERMS
 
@@ -53,39 +54,42 @@ def identifier_words(text: str) -> str:
     return " ".join(seen)
 
 
-def _glossary_words(query: str) -> tuple[list[str], str]:
-    """Terms the glossary adds for ``query``, and the query with its Chinese terms removed.
+def _expansion(words: str) -> list[str]:
+    """A glossary expansion's words and, when several, the phrase itself (quoted by the
+    caller), so that sections saying "mixed precision" outrank "mixed ... precision"."""
+    parts = words.split()
+    return parts + ([words] if len(parts) > 1 else [])
 
-    A multi-word expansion adds its words and the phrase itself (quoted by the caller), so
-    sections that say "mixed precision" rank above those that say "mixed" and "precision".
-    """
+
+def _chinese_terms(query: str) -> tuple[list[str], str]:
+    """Index words for the Chinese terms of ``query``, and the query without them."""
     added: list[str] = []
     rest = query
-    expansions: list[str] = []
     for term in CJK_TERMS:  # longest first, so 混合精度 wins over 精度
         if term in rest:
-            expansions.append(CJK_TERMS[term])
+            added.extend(_expansion(CJK_TERMS[term]))
             rest = rest.replace(term, " ")
-    lowered = f" {' '.join(_WORD.findall(rest.lower()))} "
-    for term, words in ENGLISH_TERMS.items():
-        if f" {term} " in lowered:
-            expansions.append(words)
-    for words in expansions:
-        parts = words.split()
-        added.extend(parts)
-        if len(parts) > 1:
-            added.append(words)
     return added, rest
 
 
-def query_terms(query: str) -> list[str]:
+def english_triggers(query: str) -> dict[str, list[str]]:
+    """``{everyday term: index words}`` for the English glossary terms ``query`` uses."""
+    lowered = f" {' '.join(_WORD.findall(query.lower()))} "
+    return {
+        term: _expansion(words) for term, words in ENGLISH_TERMS.items() if f" {term} " in lowered
+    }
+
+
+def query_terms(query: str, rare: Callable[[str], bool] | None = None) -> list[str]:
     """The distinct lower-case terms a query is searched with, in query order.
 
     A term is a word or a phrase (space-separated words): identifiers also count as the
     phrase of their parts (``init_device_mesh`` -> "init device mesh"), versions as the
-    phrase of their numbers ("2.4" -> "2 4").
+    phrase of their numbers ("2.4" -> "2 4"). Chinese terms are replaced by their glossary
+    words; an English glossary term adds its words only when ``rare(term)`` says the
+    references seldom use the term itself (default: always).
     """
-    added, rest = _glossary_words(query)
+    added, rest = _chinese_terms(query)
     words: list[str] = []
     for match in _IDENT.finditer(rest):
         name = match.group(0)
@@ -98,6 +102,9 @@ def query_terms(query: str) -> list[str]:
         pieces = re.findall(r"[0-9]+|[a-z]+", number.lower())
         words.append(" ".join(pieces) if len(pieces) > 1 else pieces[0])
     words.extend(added)
+    for term, expansion in english_triggers(rest).items():
+        if rare is None or rare(term):
+            words.extend(expansion)
     out: dict[str, None] = {}
     for word in words:
         if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
