@@ -420,6 +420,18 @@ def test_for_uses_the_knowledge_when_it_describes_a_variable(
     assert nccl_debug["described_by"] == "knowledge"
 
 
+def test_for_leaves_out_variables_newer_than_the_torch(tmp_path: Path):
+    host = gpu_host(tmp_path)
+    (host.torch_dir / "version.py").write_text("__version__ = '2.3.1+cu121'\ncuda = '12.1'\n")
+    knowledge = varinfo.known()
+    if varinfo.since(knowledge.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")) != "2.5":
+        pytest.skip("the knowledge does not date TORCH_NCCL_DEBUG_INFO_TEMP_FILE to 2.5")
+    exports = {e["name"]: e for e in env("hang", host=host)["for"]["exports"]}
+    old = exports["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
+    assert old["applies"] is False and old["needs_torch"] == ">=2.5"
+    assert exports["NCCL_DEBUG"]["applies"] is True
+
+
 def test_fake_torch_reader_sees_cuda_builds(tmp_path: Path):
     torch_dir = fake_torch(tmp_path, "12.8", ("gloo", "nccl", "ucc"))
     report = env(host=Host(root=tmp_path, env={}, run=fake_runner({}), torch_dir=torch_dir))

@@ -137,5 +137,5 @@ def build_report(
         "unknown": facts["unknown"],
     }
     if for_topic is not None:
-        report["for"] = topics.advice(for_topic, backend, facts["env"]["set"])
+        report["for"] = topics.advice(for_topic, backend, facts["env"]["set"], torch.get("version"))
     return report

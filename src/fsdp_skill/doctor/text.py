@@ -92,6 +92,8 @@ def format_report(report: dict) -> str:
         lines += ["", f"to investigate {topic['topic']} ({topic['backend']} job), export:"]
         for e in topic["exports"]:
             note = "" if e["applies"] else "  [NCCL jobs only]"
+            if e.get("needs_torch"):
+                note = f"  [needs torch {e['needs_torch']}]"
             if e.get("current") is not None:
                 note += f"  [now {e['current']!r}]"
             lines.append(f"  export {e['name']}={e['value']}{note}")

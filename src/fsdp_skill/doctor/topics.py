@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from fsdp_skill.doctor import varinfo
 from fsdp_skill.doctor.advice import NCCL_ENV_DOCS
+from fsdp_skill.knowledge import in_range
 
 TORCH_DEBUG_DOCS = (
     "https://docs.pytorch.org/docs/stable/distributed.html#debugging-torch-distributed-applications"
@@ -181,10 +182,13 @@ TOPICS: dict[str, tuple[Export, ...]] = {
 }
 
 
-def advice(topic: str, backend: str, env: dict[str, str] | None = None) -> dict:
+def advice(
+    topic: str, backend: str, env: dict[str, str] | None = None, torch_version: str | None = None
+) -> dict:
     """The exports for ``topic``, with each variable's meaning, for a job on ``backend``.
 
-    ``env`` holds the variables set now: each export says its current value, if any.
+    ``env`` holds the variables set now: each export says its current value, if any. A
+    variable the knowledge dates after ``torch_version`` does not apply.
     """
     known = varinfo.known()
     exports = []
@@ -197,6 +201,8 @@ def advice(topic: str, backend: str, env: dict[str, str] | None = None) -> dict:
             source = getattr(entry, "source", "") or source
             when = getattr(entry, "when", "")
         applies = scope in ("any", backend)
+        since = varinfo.since(entry)
+        too_old = bool(since and torch_version and not in_range(torch_version, since))
         exports.append(
             {
                 "name": item.name,
@@ -204,7 +210,8 @@ def advice(topic: str, backend: str, env: dict[str, str] | None = None) -> dict:
                 "shows": shows,
                 "when": when,
                 "source": source,
-                "applies": applies,
+                "applies": applies and not too_old,
+                "needs_torch": f">={since}" if too_old else None,
                 "current": (env or {}).get(item.name),
                 "described_by": "knowledge" if entry is not None else "fallback",
             }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+_SINCE = re.compile(r"^\s*(\d+\.\d+)\b")
 _BEFORE = re.compile(r"^\s*(\d+\.\d+)\b.*?\(before:\s*([A-Z][A-Z0-9_]+)")
 
 
@@ -28,3 +29,10 @@ def renamed() -> dict[str, tuple[str, str]]:
         if match:
             found[match.group(2)] = (name, match.group(1))
     return found
+
+
+def since(entry: object) -> str | None:
+    """The torch release that first reads the variable, when the knowledge states one
+    plainly (``"2.5 (...)"``); None for ``any``, ``<=2.4`` and other hedged forms."""
+    match = _SINCE.match(getattr(entry, "since", "") or "") if entry is not None else None
+    return match.group(1) if match else None
