@@ -164,14 +164,18 @@ def render(check) -> int:
 @click.option("--torch-version", metavar="X.Y", help="Fit the advice to this torch version.")
 @click.option("--explain", "explain_code", metavar="FSDPnnn", help="Print a rule's pitfall.")
 @click.option("--no-fix", is_flag=True, help="Text output: omit the fix line.")
+@click.option("--stdin-filename", default="<stdin>", help="Name to report for code read from -.")
 @json_option
-def lint_command(paths, select, ignore, fmt, torch_version, explain_code, no_fix, as_json) -> int:
+def lint_command(
+    paths, select, ignore, fmt, torch_version, explain_code, no_fix, stdin_filename, as_json
+) -> int:
     """Check training scripts for FSDP and torch.distributed mistakes (exit 1 on findings).
 
     PATHS are files or folders (default: .); folders are searched for *.py, honouring
-    .gitignore and [tool.fsdp-skill.lint] exclude. Silence one line with # noqa: FSDPnnn.
+    .gitignore and [tool.fsdp-skill.lint] exclude; - reads code from stdin. Silence one
+    line with # noqa: FSDPnnn.
     """
-    from fsdp_skill.lint import formats, lint_paths
+    from fsdp_skill.lint import formats, lint_paths, lint_source
     from fsdp_skill.lint.explain import explain_rule
 
     if explain_code:
@@ -181,12 +185,15 @@ def lint_command(paths, select, ignore, fmt, torch_version, explain_code, no_fix
         else:
             echo(doc["text"])
         return 0
-    result = lint_paths(
-        list(paths) or ["."],
-        select=list(select) or None,
-        ignore=list(ignore) or None,
-        torch_version=torch_version,
-    )
+    options = {
+        "select": list(select) or None,
+        "ignore": list(ignore) or None,
+        "torch_version": torch_version,
+    }
+    if list(paths) == ["-"]:
+        result = lint_source(sys.stdin.read(), stdin_filename, **options)
+    else:
+        result = lint_paths(list(paths) or ["."], **options)
     if result["files"] == 0 and result["errors"]:
         for e in result["errors"]:
             echo(f"{e['path']}: error: {e['message']}", err=True)

@@ -212,3 +212,10 @@ def test_pre_commit_hook_definition():
     hook = next(h for h in hooks if h["id"] == "fsdp-skill-lint")
     assert hook["entry"].split()[:2] == ["fsdp-skill", "lint"]
     assert hook["language"] == "python" and "python" in hook["types"]
+
+
+def test_stdin_is_linted_under_the_given_name(tmp_path: Path):
+    result = fsdp("lint", "-", "--stdin-filename", "snippet.py", "--json", input=BAD, cwd=tmp_path)
+    assert result.code == 1
+    (finding,) = result.json()["findings"]
+    assert finding["path"] == "snippet.py" and finding["code"] == "FSDP003"

@@ -156,3 +156,29 @@ def test_lint_source_reports_syntax_errors():
 
 def test_source_without_torch_is_skipped_quickly():
     assert lint_source(GOOD.replace("torch", "numpy"))["findings"] == []
+
+
+def test_a_failing_rule_is_reported_and_the_others_still_run(monkeypatch):
+    from fsdp_skill.lint import rules
+
+    def broken(model):
+        raise KeyError("boom")
+        yield  # pragma: no cover
+
+    patched = tuple(
+        rules.Rule(r.code, r.pitfall, r.severity, r.summary, r.fix, broken)
+        if r.code == "FSDP001"
+        else r
+        for r in rules.all_rules()
+    )
+    monkeypatch.setattr("fsdp_skill.lint.engine.all_rules", lambda: patched)
+    result = lint_source(BAD, "x.py")
+    assert _codes(result) == ["FSDP003"]
+    assert result["errors"] == [
+        {"path": "x.py", "message": "FSDP001 failed on this file: KeyError: 'boom'"}
+    ]
+
+
+def test_too_deeply_nested_code_is_an_error_not_a_crash():
+    result = lint_source("import torch\nx = " + "-" * 20000 + "1\n", "deep.py")
+    assert result["errors"] and "nested" in result["errors"][0]["message"]

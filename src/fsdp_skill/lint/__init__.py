@@ -24,10 +24,11 @@ def lint_source(
     version = engine.resolve_version(torch_version)
     try:
         tree = engine.parse(code, filename)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return {"findings": [], "files": 0, "errors": [_parse_error(filename, exc)]}
-    findings = engine.lint_tree(tree, code, filename, codes, version)
-    return {"findings": [f.as_dict() for f in findings], "files": 1, "errors": []}
+    findings, problems = engine.lint_tree(tree, code, filename, codes, version)
+    errors = [{"path": filename, "message": p} for p in problems]
+    return {"findings": [f.as_dict() for f in findings], "files": 1, "errors": errors}
 
 
 def lint_paths(
@@ -59,7 +60,7 @@ def lint_paths(
         shown = str(path)
         try:
             tree = engine.parse(source, shown)
-        except (SyntaxError, ValueError) as exc:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             errors.append(_parse_error(shown, exc))
             continue
         cfg = config.for_folder(path.resolve().parent)
@@ -69,7 +70,9 @@ def lint_paths(
         )
         version = explicit_version or engine.resolve_version(cfg.torch_version)
         checked += 1
-        findings += [f.as_dict() for f in engine.lint_tree(tree, source, shown, codes, version)]
+        found, problems = engine.lint_tree(tree, source, shown, codes, version)
+        findings += [f.as_dict() for f in found]
+        errors += [{"path": shown, "message": p} for p in problems]
     return {"findings": findings, "files": checked, "errors": errors}
 
 
@@ -77,4 +80,6 @@ def _parse_error(path: str, exc: Exception) -> dict:
     if isinstance(exc, SyntaxError):
         where = f" (line {exc.lineno})" if exc.lineno else ""
         return {"path": path, "message": f"syntax error: {exc.msg}{where}"}
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return {"path": path, "message": "too deeply nested to parse"}
     return {"path": path, "message": f"cannot parse: {exc}"}

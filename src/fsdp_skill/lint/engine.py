@@ -85,17 +85,31 @@ def lint_tree(
     path: str,
     codes: set[str],
     version: tuple[int, int],
-) -> list[Finding]:
-    """Findings of the rules in ``codes`` on a parsed module."""
+) -> tuple[list[Finding], list[str]]:
+    """Findings of the rules in ``codes`` on a parsed module, and the reasons the file could
+    not be fully checked (too deeply nested, or a rule that failed on it: the other rules
+    still run)."""
     if not any(word in source for word in _TRIGGERS):
-        return []  # no torch, distributed or data-loading code at all
-    model = FileModel(tree)
+        return [], []  # no torch, distributed or data-loading code at all
+    try:
+        model = FileModel(tree)
+    except RecursionError:
+        return [], ["too deeply nested to analyse"]
     noqa = noqa_lines(source)
     findings = []
+    problems = []
     for rule in all_rules():
         if rule.code not in codes:
             continue
-        for node, message in rule.check(model):
+        try:
+            hits = list(rule.check(model))
+        except RecursionError:
+            problems.append(f"{rule.code} skipped: too deeply nested to analyse")
+            continue
+        except Exception as exc:  # a rule bug must not hide the other rules' findings
+            problems.append(f"{rule.code} failed on this file: {type(exc).__name__}: {exc}")
+            continue
+        for node, message in hits:
             if _suppressed(noqa, node, rule.code):
                 continue
             findings.append(
@@ -111,7 +125,7 @@ def lint_tree(
                 )
             )
     findings.sort(key=lambda f: (f.line, f.col, f.code))
-    return findings
+    return findings, problems
 
 
 def parse(source: str, path: str) -> ast.Module:
