@@ -8,15 +8,18 @@ are built aside and renamed into place: a reader sees a whole index or none.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from fsdp_skill.search import sections, tokens
+
+try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on every search
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - Python builds without the module
+    from hashlib import blake2b
 
 _CODE = ("sections.py", "index.py", "tokens.py", "glossary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
@@ -60,13 +63,13 @@ def _stat(path: Path) -> tuple[int, int]:
 
 
 def _hash(pages: list[Path]) -> str:
-    digest = hashlib.sha256()
+    digest = blake2b(digest_size=12)
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
     for page in pages:
         digest.update(page.name.encode() + b"\0" + page.read_bytes() + b"\0")
-    return digest.hexdigest()[:24]
+    return digest.hexdigest()
 
 
 def index_path(bundle: Path) -> Path:
@@ -94,6 +97,8 @@ def _searchable_body(section: sections.Section) -> str:
 def write_index(path: Path, found: list[sections.Section]) -> None:
     """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only when writing: searches skip its import cost
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -200,6 +205,8 @@ def _open(path: Path) -> sqlite3.Connection:
 
 
 def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
+    import tempfile
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index.sqlite"
         write_index(path, sections.bundle_sections(bundle))
