@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from functools import cache
 
-_TEXT_NAME = re.compile(r"(?<![\w.])torch(?:\.[A-Za-z_]\w*)+")
+_TEXT_NAME = re.compile(r"(?<![\w./])torch(?:\.[A-Za-z_]\w*)+")  # "/torch.x" is a URL path
 
 
 def names_in_text(text: str) -> Iterator[tuple[int, str]]:

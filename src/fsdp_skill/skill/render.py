@@ -7,6 +7,7 @@ files the knowledge no longer produces can be found and removed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from fsdp_skill import atomic, knowledge, markdown
@@ -103,18 +104,28 @@ def render_pitfalls(pitfalls: tuple[knowledge.Pitfall, ...]) -> str:
     return "\n".join(lines)
 
 
+def _source_links(source: str) -> str:
+    """The URLs in an env var's ``source`` as Markdown links, or the text itself."""
+    urls = re.findall(r"https?://[^\s;,)]+", source)
+    return _sources(tuple(urls)) if urls else source
+
+
 def render_env_vars(variables: tuple[knowledge.EnvVar, ...]) -> str:
     """The environment-variable table."""
     lines = [
         MARKER,
         "# Environment variables for distributed training",
         "",
-        "| variable | backend | what it does | values | when to set it | since |",
-        "|---|---|---|---|---|---|",
+        "Set them in the launch command, identically on every rank, before the process group",
+        "is created. `fsdp-skill env --for hang|init|perf|topology` prints the ones to export.",
+        "",
+        "| variable | backend | what it does | values | when to set it | what you see | since | docs |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for v in variables:
-        cells = [f"`{v.name}`", v.backend, v.what, v.values, v.when, v.since]
-        lines.append("| " + " | ".join(c.replace("|", "\\|").strip() for c in cells) + " |")
+        cells = [f"`{v.name}`", v.backend, v.what, v.values, v.when, v.shows or "—", v.since]
+        cells = [c.replace("|", "\\|").replace("\n", " ").strip() for c in cells]
+        lines.append("| " + " | ".join([*cells, _source_links(v.source)]) + " |")
     lines.append("")
     return "\n".join(lines)
 

@@ -1,0 +1,110 @@
+"""Provoke, in one process, the error messages some pitfalls' signatures must match.
+
+Run as a script: prints one JSON object ``{case: message}``. Each case runs at world size 1
+(or on the in-memory ``fake`` backend), so no launcher and no second rank are needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def _init_gloo() -> None:
+    store = dist.HashStore()
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+
+
+def fsdp_in_join() -> None:
+    from torch.distributed.algorithms.join import Join
+    from torch.distributed.fsdp import fully_shard
+
+    model = nn.Linear(2, 2)
+    fully_shard(model)
+    with Join([model]):
+        pass
+
+
+def join_two_groups() -> None:
+    from torch.distributed.algorithms.join import Join
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    other = dist.new_group([0])
+    with Join([DDP(nn.Linear(2, 2)), DDP(nn.Linear(2, 2), process_group=other)]):
+        pass
+
+
+def static_graph_changes() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor, use_b: bool) -> torch.Tensor:
+            x = self.a(x)
+            return self.b(x) if use_b else x
+
+    model = DDP(Net(), static_graph=True)
+    for step in range(3):
+        model(torch.randn(2, 4), use_b=step == 0).sum().backward()
+
+
+def device_id_cpu() -> None:
+    dist.destroy_process_group()
+    try:
+        dist.init_process_group(
+            "gloo", store=dist.HashStore(), rank=0, world_size=1, device_id=torch.device("cpu")
+        )
+    finally:
+        if not dist.is_initialized():
+            _init_gloo()
+
+
+def monitored_barrier_not_gloo() -> None:
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.destroy_process_group()
+    try:
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+        dist.monitored_barrier()
+    finally:
+        dist.destroy_process_group()
+        _init_gloo()
+
+
+CASES: dict[str, Callable[[], None]] = {
+    "fsdp_in_join": fsdp_in_join,
+    "join_two_groups": join_two_groups,
+    "static_graph_changes": static_graph_changes,
+    "device_id_cpu": device_id_cpu,
+    "monitored_barrier_not_gloo": monitored_barrier_not_gloo,
+}
+
+
+def main() -> int:
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    _init_gloo()
+    messages: dict[str, str] = {}
+    for name, case in CASES.items():
+        try:
+            case()
+        except Exception as exc:  # the point is to record whatever torch raises
+            messages[name] = f"{type(exc).__name__}: {exc}"
+        else:
+            messages[name] = ""
+    dist.destroy_process_group()
+    json.dump(messages, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
