@@ -356,12 +356,22 @@ def build_server(extra_roots: Sequence[Path] = ()):
         model: Annotated[
             str | None, Field(max_length=200, description="A Hugging Face model id.")
         ] = None,
-        nodes: Annotated[int, Field(ge=1, le=100_000)] = 1,
-        seq_len: Annotated[int | None, Field(ge=1, le=10_000_000)] = None,
-        micro_batch: Annotated[int | None, Field(ge=1, le=1_000_000)] = None,
-        precision: Literal["bf16", "fp16", "fp32"] = "bf16",
-        optimizer: Literal["adamw", "sgd"] = "adamw",
-        activation_checkpointing: bool = False,
+        nodes: Annotated[int, Field(ge=1, le=100_000, description="Hosts the GPUs span.")] = 1,
+        seq_len: Annotated[
+            int | None, Field(ge=1, le=10_000_000, description="Tokens per sample.")
+        ] = None,
+        micro_batch: Annotated[
+            int | None, Field(ge=1, le=1_000_000, description="Samples per GPU per step.")
+        ] = None,
+        precision: Annotated[
+            Literal["bf16", "fp16", "fp32"], Field(description="Compute/parameter precision.")
+        ] = "bf16",
+        optimizer: Annotated[
+            Literal["adamw", "sgd"], Field(description="Optimizer (sets its state size).")
+        ] = "adamw",
+        activation_checkpointing: Annotated[
+            bool, Field(description="Compare only strategies with activation checkpointing.")
+        ] = False,
         roots: Annotated[ListRootsResult | None, Resolve(ask_roots_for_config)] = None,
     ) -> out["plan"]:  # type: ignore[valid-type]
         """Per-GPU memory and communication of each FSDP strategy, and a recommendation."""

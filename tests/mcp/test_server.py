@@ -109,6 +109,8 @@ def test_lists_every_tool_with_typed_documented_schema(session):
     assert set(tools) == set(EXPECTED_ARGS)
     for name, tool in tools.items():
         assert set(tool.input_schema["properties"]) == EXPECTED_ARGS[name], name
+        for arg, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{name}({arg}) is not documented"
         assert tool.description, name
         assert set(tool.output_schema["required"]) == CONTRACT_FIELDS[name], name
         assert tool.output_schema["additionalProperties"] is True, name
