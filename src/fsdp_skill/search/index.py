@@ -213,3 +213,57 @@ def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
         source = sqlite3.connect(path)
         source.backup(db)
         source.close()
+
+
+# --- queries: the only code that knows the schema besides write_index ------------------------
+
+
+def leaders(
+    db: sqlite3.Connection, expression: str, weights: tuple[float, ...], limit: int
+) -> list[tuple]:
+    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, bm25)``, best first
+    (FTS5's bm25 is negative: lower is better)."""
+    return db.execute(
+        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro,"
+        f" bm25(fts, {', '.join('?' * len(weights))}) AS score"
+        " FROM fts JOIN section s ON s.rowid = fts.rowid"
+        " WHERE fts MATCH ? ORDER BY score LIMIT ?",
+        (*weights, expression, limit),
+    ).fetchall()
+
+
+def count_matches(db: sqlite3.Connection, expression: str, cap: int) -> int:
+    """How many sections match, counting no further than ``cap``."""
+    return db.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (expression, cap)
+    ).fetchone()[0]
+
+
+def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict[int, str]:
+    """``{rowid: body excerpt with the matched words in bold}`` for a few sections."""
+    marks = ",".join("?" * len(rowids))
+    return dict(
+        db.execute(
+            "SELECT rowid, snippet(fts, 4, '**', '**', '…', 20) FROM fts"
+            f" WHERE fts MATCH ? AND rowid IN ({marks})",
+            (expression, *rowids),
+        ).fetchall()
+    )
+
+
+def section(db: sqlite3.Connection, section_id: str) -> dict | None:
+    """One whole section as ``{"id", "title", "path", "url", "text"}``, or None."""
+    row = db.execute(
+        "SELECT id, title, path, url, text FROM section WHERE id = ?", (section_id,)
+    ).fetchone()
+    return dict(zip(("id", "title", "path", "url", "text"), row, strict=True)) if row else None
+
+
+def similar_ids(db: sqlite3.Connection, fragment: str, limit: int = 5) -> list[str]:
+    """Section ids containing ``fragment``, shortest first (for "did you mean")."""
+    escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = db.execute(
+        "SELECT id FROM section WHERE id LIKE ? ESCAPE '\\' ORDER BY length(id), id LIMIT ?",
+        (f"%{escaped}%", limit),
+    ).fetchall()
+    return [r[0] for r in rows]
