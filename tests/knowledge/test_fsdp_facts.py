@@ -1,0 +1,173 @@
+"""The FSDP facts the guides state, checked against the installed torch.
+
+Each test names the guide or pitfall whose text depends on it: when a torch upgrade breaks
+one, that text needs review.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import warnings
+
+import pytest
+
+from fsdp_skill import knowledge, markdown
+
+torch = pytest.importorskip("torch")
+fsdp = pytest.importorskip("torch.distributed.fsdp")
+
+
+def _guide(guide_id: str) -> knowledge.Guide:
+    guide = next((g for g in knowledge.guides() if g.id == guide_id), None)
+    assert guide is not None, f"guide {guide_id} is missing"
+    return guide
+
+
+def _section(guide_id: str, title: str) -> str:
+    """The text of one ``##`` section of a guide."""
+    body = _guide(guide_id).body
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", body, re.M | re.S)
+    assert match, f"{guide_id}: no section {title!r}"
+    return match.group(1)
+
+
+def _defaults(func) -> dict:
+    return {
+        name: p.default
+        for name, p in inspect.signature(func).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def _flat(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+def test_fully_shard_reshard_after_forward_defaults_to_none():
+    """fsdp2: the table row '`None` (default in 2.13)'."""
+    assert _defaults(fsdp.fully_shard)["reshard_after_forward"] is None
+    assert "`None` (default in 2.13)" in _section(
+        "fsdp2", "reshard_after_forward: True, False, None or an int"
+    )
+
+
+def test_fsdp_module_methods_in_the_table_exist():
+    """fsdp2: every method the FSDPModule table lists exists on FSDPModule."""
+    table = _section("fsdp2", "FSDPModule methods")
+    first_cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
+    names = {name for cell in first_cells for name in re.findall(r"`(\w+)\(", cell)}
+    assert len(names) >= 10, names
+    missing = sorted(n for n in names if not callable(getattr(fsdp.FSDPModule, n, None)))
+    assert not missing, f"FSDPModule lacks {missing}"
+
+
+def test_mixed_precision_policy_fields_and_defaults():
+    """mixed-precision: the four fields, None defaults, cast_forward_inputs=True."""
+    defaults = _defaults(fsdp.MixedPrecisionPolicy)
+    assert defaults == {
+        "param_dtype": None,
+        "reduce_dtype": None,
+        "output_dtype": None,
+        "cast_forward_inputs": True,
+    }
+
+
+def test_fsdp1_mixed_precision_cast_defaults():
+    """mixed-precision: FSDP1 casts inputs at the root only by default."""
+    defaults = _defaults(fsdp.MixedPrecision)
+    assert defaults["cast_forward_inputs"] is False
+    assert defaults["cast_root_forward_inputs"] is True
+    assert defaults["keep_low_precision_grads"] is False
+
+
+def test_cpu_offload_policy_pins_by_default():
+    """cpu-offload and cpu-offload-pinned-host-memory: pin_memory defaults to True."""
+    assert _defaults(fsdp.CPUOffloadPolicy) == {"pin_memory": True}
+
+
+def test_fsdp1_constructor_defaults():
+    """fsdp1: the defaults the guide quotes."""
+    defaults = _defaults(fsdp.FullyShardedDataParallel.__init__)
+    assert defaults["use_orig_params"] is False
+    assert defaults["limit_all_gathers"] is True
+    assert defaults["sync_module_states"] is False
+    assert defaults["forward_prefetch"] is False
+    assert defaults["backward_prefetch"] is fsdp.BackwardPrefetch.BACKWARD_PRE
+
+
+def test_fsdp1_sharding_strategies_in_the_table_exist():
+    """fsdp1: every strategy row names a ShardingStrategy member."""
+    table = _section("fsdp1", "Sharding strategies")
+    names = set(re.findall(r"^\| `(\w+)`", table, re.M))
+    assert names == {
+        "FULL_SHARD",
+        "SHARD_GRAD_OP",
+        "NO_SHARD",
+        "HYBRID_SHARD",
+        "_HYBRID_SHARD_ZERO2",
+    }
+    assert names <= set(fsdp.ShardingStrategy.__members__)
+
+
+def test_fsdp1_documents_the_limits_the_pitfalls_rest_on():
+    """fsdp1-cpu-offload-accumulation and fsdp1-compile-without-use-orig-params."""
+    doc = _flat(fsdp.FullyShardedDataParallel.__doc__)
+    assert (
+        "does not support gradient accumulation outside ``no_sync()`` when using CPU offloading"
+        in doc
+    )
+    assert "``True`` is required to use ``torch.compile()``" in doc
+
+
+def test_state_dict_options_has_the_fields_the_guides_use():
+    """checkpointing and meta-device-init."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    fields = set(_defaults(StateDictOptions))
+    assert {"full_state_dict", "cpu_offload", "broadcast_from_rank0", "strict"} <= fields
+
+
+def test_checkpoint_without_use_reentrant_warns_and_drops_gradients():
+    """activation-checkpointing and reentrant-checkpoint-no-input-grad: the 2.13 fallback."""
+    from torch.utils.checkpoint import checkpoint
+
+    block, head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = head(checkpoint(block, torch.randn(2, 4)))
+    assert any("use_reentrant" in str(w.message) for w in caught)
+    out.sum().backward()
+    assert block.weight.grad is None and head.weight.grad is not None
+
+
+def test_checkpoint_wrapper_defaults_to_non_reentrant():
+    """activation-checkpointing: checkpoint_wrapper uses CheckpointImpl.NO_REENTRANT."""
+    from torch.distributed.algorithms._checkpoint import checkpoint_wrapper as cw
+
+    assert _defaults(cw.checkpoint_wrapper)["checkpoint_impl"] is cw.CheckpointImpl.NO_REENTRANT
+
+
+def test_compile_wrapper_prefixes_state_dict_keys():
+    """torch-compile and compile-wrapper-state-dict-prefix."""
+    wrapped = torch.compile(torch.nn.Linear(2, 2))
+    assert list(wrapped.state_dict()) == ["_orig_mod.weight", "_orig_mod.bias"]
+    in_place = torch.nn.Linear(2, 2)
+    in_place.compile()
+    assert list(in_place.state_dict()) == ["weight", "bias"]
+
+
+def test_bf16_loses_small_updates():
+    """bf16-model-without-fp32-master: 1 - 1e-3 rounds back to 1 in bf16."""
+    one = torch.ones(1, dtype=torch.bfloat16)
+    assert torch.equal(one - 1e-3, one)
+    assert not torch.equal(one.float() - 1e-3, one.float())
+
+
+def test_pitfalls_named_in_guides_exist():
+    """Every 'pitfall `id`' a guide mentions is a real pitfall id."""
+    known = {p.id for p in knowledge.pitfalls()}
+    for guide in knowledge.guides():
+        text = markdown.strip_code(guide.body)
+        for name in re.findall(r"pitfalls?\s+`([a-z0-9-]+)`", text):
+            assert name in known, f"{guide.id} names unknown pitfall {name}"
