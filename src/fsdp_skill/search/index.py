@@ -47,18 +47,18 @@ def content_key(bundle: Path) -> str:
     A long-lived process (the MCP server) asks again and again: pages whose names, sizes and
     modification times are unchanged are not read and hashed a second time.
     """
-    pages = sections.reference_pages(bundle)
-    stamp = (str(bundle), *((p.name, *_stat(p)) for p in pages))
+    entries = sections.page_entries(bundle)
+    stamp = (str(bundle), *((e.name, *_stat(e)) for e in entries))
     key = _KEYS.get(stamp)
     if key is None:
-        key = _hash(pages)
+        key = _hash([Path(e.path) for e in entries])
         _KEYS.clear()  # one bundle per process in practice; never let the cache grow
         _KEYS[stamp] = key
     return key
 
 
-def _stat(path: Path) -> tuple[int, int]:
-    info = path.stat()
+def _stat(entry: os.DirEntry) -> tuple[int, int]:
+    info = entry.stat()
     return info.st_size, info.st_mtime_ns
 
 

@@ -12,6 +12,7 @@ rebuilds:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -200,10 +201,17 @@ def page_sections(path: Path, bundle: Path) -> list[Section]:
 
 def reference_pages(bundle: Path) -> list[Path]:
     """The Markdown pages of ``bundle/references`` that are indexed, in a stable order."""
-    folder = bundle / "references"
-    if not folder.is_dir():
+    return [Path(entry.path) for entry in page_entries(bundle)]
+
+
+def page_entries(bundle: Path) -> list[os.DirEntry]:
+    """Directory entries of the indexed pages, sorted by name (cheap to stat: no Path objects)."""
+    try:
+        with os.scandir(Path(bundle) / "references") as found:
+            entries = [e for e in found if e.name.endswith(".md") and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(p for p in folder.glob("*.md") if p.is_file())
+    return sorted(entries, key=lambda e: e.name)
 
 
 def bundle_sections(bundle: Path) -> list[Section]:

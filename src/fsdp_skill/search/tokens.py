@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 from fsdp_skill.search.glossary import CJK_TERMS, ENGLISH_TERMS
 
@@ -124,7 +125,8 @@ def query_identifiers(query: str) -> set[str]:
     return names
 
 
-def title_identifiers(title: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def title_identifiers(title: str) -> frozenset[str]:
     """The code names in a section title, lower-cased (``torch.x.FSDPModule.unshard`` gives
     ``unshard`` and ``fsdpmodule.unshard`` as well as the full name)."""
     names: set[str] = set()
@@ -135,7 +137,7 @@ def title_identifiers(title: str) -> set[str]:
         names.add(parts[-1])
         if len(parts) > 1:
             names.add(".".join(parts[-2:]))
-    return names
+    return frozenset(names)
 
 
 def has_cjk(text: str) -> bool:
