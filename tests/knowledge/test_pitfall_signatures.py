@@ -1,0 +1,64 @@
+"""Error signatures that claim to be reproduced are matched against the real error text.
+
+``repro_errors.py`` provokes each error in a fresh interpreter (world size 1 on Gloo, or the
+in-memory ``fake`` backend) and prints the messages; a pitfall whose ``signature_source`` reads
+``reproduced: tests/knowledge/repro_errors.py (case NAME)`` must match the message of NAME.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill import knowledge
+
+HERE = Path(__file__).parent
+REPO = HERE.parent.parent
+SCRIPT = HERE / "repro_errors.py"
+_CASE = re.compile(r"^reproduced: tests/knowledge/repro_errors\.py \(case (\w+)\)$")
+
+CLAIMS = [
+    (p, _CASE.match(p.signature_source).group(1))
+    for p in knowledge.pitfalls()
+    if _CASE.match(p.signature_source or "")
+]
+
+
+@pytest.fixture(scope="module")
+def messages() -> dict[str, str]:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_some_pitfalls_use_the_script():
+    assert len(CLAIMS) >= 5
+
+
+@pytest.mark.parametrize("pitfall,case", CLAIMS, ids=[p.id for p, _ in CLAIMS])
+def test_signature_matches_reproduced_error(pitfall, case, messages):
+    assert case in messages, f"{pitfall.id}: repro_errors.py has no case {case!r}"
+    text = messages[case]
+    assert text, f"{case}: torch raised nothing"
+    assert any(sig.search(text) for sig in pitfall.compiled_signatures()), (
+        f"{pitfall.id}: no signature matches {text!r}"
+    )
+
+
+def test_reproduced_sources_name_existing_files():
+    for p in knowledge.pitfalls():
+        source = p.signature_source or ""
+        if source.startswith("reproduced:"):
+            path = source.removeprefix("reproduced:").strip().split()[0].rstrip(",;")
+            assert (REPO / path).exists(), f"{p.id}: {path} does not exist"
