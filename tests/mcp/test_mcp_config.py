@@ -308,3 +308,12 @@ def test_a_linked_config_is_edited_where_it_lives(home, tmp_path: Path):
     assert dotfiles.stat().st_mode & 0o777 == 0o600
     assert fsdp("uninstall", "--client", "cursor", env=home).code == 0
     assert link.is_symlink() and json.loads(dotfiles.read_text()) == {"mcpServers": {}}
+
+
+def test_an_unwritable_config_location_stops_before_anything_is_written(home):
+    blocker = put(home, ".config/Claude", "a file where Claude Desktop's folder should be")
+    result = fsdp("install", "--client", "claude-desktop", "--client", "claude-code", env=home)
+    assert result.code == 2 and "cannot write" in result.err
+    assert "Traceback" not in result.err
+    assert not (Path(home["HOME"]) / ".claude").exists()
+    assert blocker.read_text() == "a file where Claude Desktop's folder should be"

@@ -177,9 +177,20 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
+def _check_writable(path: Path) -> None:
+    """Refuse, before anything is written, a config that could not be replaced."""
+    target = path.resolve() if path.is_symlink() else path
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {target}: {folder} is not a writable folder")
+
+
 def plan_register(client: McpClient, path: Path) -> Change:
     """The edit that adds (or refreshes) our server in ``path``; raises ConfigError."""
     entry = server_entry(client)
+    _check_writable(path)
     if not path.exists():
         text = json.dumps({client.key: {SERVER_NAME: entry}}, indent=2) + "\n"
         return Change(client.name, path, "add", None, text.encode("utf-8"))
@@ -239,6 +250,7 @@ def plan_unregister(client: McpClient, path: Path, project: bool = False) -> Cha
     servers = doc.get(client.key)
     if not isinstance(servers, dict) or not is_ours(servers.get(SERVER_NAME)):
         return None
+    _check_writable(path)
     old = path.read_bytes()
     rest = {k: v for k, v in doc.items() if k != client.key}
     if not rest and set(servers) == {SERVER_NAME} and not path.is_symlink():
