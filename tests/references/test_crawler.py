@@ -205,3 +205,13 @@ def test_default_scope_follows_topic_pages_under_the_seed_folders():
     assert not scope.allows("https://example.com/docs/stable/distributed.html")
     assert not scope.allows("https://docs.pytorch.org/docs/2.4/distributed.html")
     assert not scope.allows(docs + "../../tutorials/../evil/distributed.html")
+
+
+def test_an_unreachable_host_is_given_up_after_two_pages():
+    with docs_server() as (base, _):
+        pass  # the port is closed again: nothing listens there
+    seeds = tuple(f"{base}/docs/{name}.html" for name in ("distributed", "fsdp", "fsdp-cached"))
+    result = crawler.crawl_pages(seeds=seeds, cache=False, **FAST)
+    reasons = [f.reason for f in result.failures]
+    assert reasons[0].startswith("cannot connect") and reasons[1].startswith("cannot connect")
+    assert reasons[2] == f"skipped: {base.split('//')[1]} could not be reached"

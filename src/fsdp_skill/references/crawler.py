@@ -7,7 +7,8 @@
   with ``If-None-Match``/``If-Modified-Since`` and reuses the body on ``304``.
 - Faults: time-outs, connection errors, ``429`` and ``5xx`` are retried with exponential
   backoff; other errors, wrong content types and pages over the per-page byte budget fail at
-  once. Every failure is reported with its reason; the crawl goes on with the next page.
+  once. Every failure is reported with its reason; the crawl goes on with the next page,
+  except that a host which cannot be reached twice in a row is skipped (no network).
 - Budgets: at most ``max_pages`` pages and ``max_bytes`` downloaded bytes per crawl.
 """
 
@@ -31,6 +32,8 @@ from fsdp_skill.references import html2md
 from fsdp_skill.references.topics import WEB_SEEDS, WEB_TOPIC_WORDS
 
 MAX_REDIRECTS = 5
+UNREACHABLE_AFTER = 2
+"""Pages of a host that failed to connect this many times in a row are skipped, not retried."""
 USER_AGENT = f"fsdp-skill/{__version__} (docs refresh)"
 
 
@@ -62,9 +65,11 @@ class CrawlResult:
 class FetchError(Exception):
     """A page could not be fetched; ``retry`` says whether trying again may help."""
 
-    def __init__(self, reason: str, retry: bool = False) -> None:
+    def __init__(self, reason: str, retry: bool = False, unreachable: bool = False) -> None:
         super().__init__(reason)
         self.retry = retry
+        self.unreachable = unreachable
+        """The host could not be reached at all (no DNS, no route, refused)."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -176,9 +181,9 @@ class Crawler:
             reason = exc.reason
             if isinstance(reason, TimeoutError):
                 raise FetchError(f"timed out after {self.timeout:g}s", retry=True) from None
-            raise FetchError(f"cannot connect: {reason}", retry=True) from None
+            raise FetchError(f"cannot connect: {reason}", retry=True, unreachable=True) from None
         except (ConnectionError, OSError) as exc:
-            raise FetchError(f"connection failed: {exc}", retry=True) from None
+            raise FetchError(f"connection failed: {exc}", retry=True, unreachable=True) from None
         with response:
             info = {k.lower(): v for k, v in response.headers.items()}
             ctype = info.get("content-type", "text/html")
@@ -262,8 +267,13 @@ class Crawler:
         queue = deque(self.scope.seeds)
         queued = set(queue)
         done: set[str] = set()
+        unreachable: dict[str, int] = {}
         while queue:
             url = queue.popleft()
+            host = urlsplit(url).netloc
+            if unreachable.get(host, 0) >= UNREACHABLE_AFTER:
+                result.failures.append(Failure(url, f"skipped: {host} could not be reached"))
+                continue
             if len(result.pages) >= self.max_pages:
                 result.failures.append(Failure(url, f"page budget of {self.max_pages} reached"))
                 continue
@@ -274,7 +284,10 @@ class Crawler:
                 final, html, fetched = self.fetch(url)
             except FetchError as exc:
                 result.failures.append(Failure(url, str(exc)))
+                if exc.unreachable:
+                    unreachable[host] = unreachable.get(host, 0) + 1
             else:
+                unreachable.pop(host, None)
                 if final not in done:
                     done.add(final)
                     converted = html2md.convert(html, final)
