@@ -233,7 +233,7 @@ def warnings(
         warn(
             "p2p-disabled-on-nvlink",
             "NCCL_P2P_DISABLE is set on a machine whose GPUs are linked by NVLink: NCCL stops "
-            "using NVLink and copies through host memory, many times slower. Unset it unless "
+            "using NVLink and copies through host memory, much slower. Unset it unless "
             "it works around a known driver problem.",
         )
     active = active_rdma_ports(ports)

@@ -11,6 +11,17 @@ def _gib(n: int | None) -> str:
     return f"{n / 2**30:.0f} GiB" if n else "? GiB"
 
 
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+
+
 def _torch_line(report: dict) -> str:
     torch = report["torch"]
     if not torch.get("installed"):
@@ -47,7 +58,7 @@ def format_report(report: dict) -> str:
         key = (d.get("kind"), d["name"], _gib(d.get("memory_bytes")))
         groups.setdefault(key, []).append(d["index"])
     for (kind, name, memory), indexes in groups.items():
-        where = ",".join(str(i) for i in indexes)
+        where = _ranges(indexes)
         lines.append(f"devices     {len(indexes)} x {name} {memory} ({kind}:{where})")
     if not groups:
         lines.append("devices     none found")
