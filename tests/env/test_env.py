@@ -438,3 +438,16 @@ def test_fake_torch_reader_sees_cuda_builds(tmp_path: Path):
     assert report["torch"]["cuda_build"] == "12.8"
     assert report["nccl"]["available"] is True
     assert report["torch"]["version"] == "2.13.0+cu128"
+
+
+def test_text_report_of_a_gpu_host(tmp_path: Path):
+    from fsdp_skill.doctor.text import format_report
+
+    host = gpu_host(tmp_path, interfaces=("ens5", "ens6"), env={"NCCL_P2P_DISABLE": "1"})
+    text = format_report(env("topology", host=host))
+    assert "devices     8 x NVIDIA H100 80GB HBM3 80 GiB (cuda:0-7)" in text
+    assert "GPU links   NVLink (NV x28)" in text
+    assert "backend: nccl" in text
+    assert "export NCCL_SOCKET_IFNAME=ens5" in text
+    assert "! NCCL_P2P_DISABLE is set" in text
+    assert "export NCCL_TOPO_DUMP_FILE=" in text
