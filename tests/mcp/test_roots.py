@@ -54,3 +54,14 @@ def test_a_folder_with_a_link_leading_out_is_refused(tmp_path: Path):
     with pytest.raises(UsageError, match="leak, a link to .*outside"):
         check_path(str(root), [root])
     assert check_path(str(root / "src" / "ok.py"), [root])  # a single file inside is fine
+
+
+def test_without_the_sdk_the_command_says_what_to_install():
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['mcp'] = None\nfrom fsdp_skill.cli import main\nmain(['mcp'])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "pip install 'pytorch-fsdp-skill[mcp]'" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
