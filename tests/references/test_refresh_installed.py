@@ -167,3 +167,24 @@ def test_two_refreshes_from_the_installed_torch_are_byte_identical(tmp_path, mon
     assert second["added"] == second["removed"] == second["changed"] == []
     assert "api:torch.distributed.fsdp.fully_shard" in first["added"]
     assert "api:torch.distributed.device_mesh.init_device_mesh" in first["added"]
+
+
+def test_a_full_disk_during_refresh_is_a_usage_error_and_changes_nothing(tmp_path, monkeypatch):
+    import errno
+
+    bundle = _bundle(tmp_path)
+    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path / "cache"))
+    _refresh_with(_fake_torch(tmp_path / "v1", FAKE_V1), bundle, tmp_path / "cache")
+    before = _snapshot(bundle / "references")
+    from fsdp_skill.references import api
+
+    monkeypatch.setattr(api, "build_pages", lambda: ("9.9.9", {"api-process-groups.md": "x\n"}))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic, "write_text", full)
+    with pytest.raises(UsageError, match="No space left on device"):
+        refresh(bundle)
+    assert _snapshot(bundle / "references") == before
+    assert sorted(p.name for p in bundle.iterdir()) == ["SKILL.md", "references"]

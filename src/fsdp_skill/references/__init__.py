@@ -40,10 +40,11 @@ def refresh(
     if source == "installed":
         from fsdp_skill.references import api
 
-        try:
-            version, pages = api.build_pages()
-        except api.TorchMissing as exc:
-            raise UsageError(str(exc)) from None
+        with _status("reading the API of the installed torch", progress):
+            try:
+                version, pages = api.build_pages()
+            except api.TorchMissing as exc:
+                raise UsageError(str(exc)) from None
 
         def owned(name: str, text: str) -> bool:
             return name.startswith(api.PAGE_PREFIX) and api.is_generated(text)
@@ -62,7 +63,10 @@ def refresh(
             "failures": [f.as_dict() for f in result.failures],
         }
         owned = web_pages.owner(f.url for f in result.failures)
-    old, new = machinery.replace_pages(bundle, pages, owned)
+    try:
+        old, new = machinery.replace_pages(bundle, pages, owned)
+    except OSError as exc:  # a full disk, a read-only install: the bundle is left as it was
+        raise UsageError(f"cannot refresh {bundle}: {exc.strerror or exc}") from None
     report = {"source": source, "torch_version": version, "sections": len(new)}
     report.update(machinery.diff_sections(old, new))
     report.update(extra)
@@ -77,3 +81,15 @@ def _installed_torch_version() -> str:
         return metadata.version("torch").split("+")[0]
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def _status(message: str, enabled: bool):
+    """A spinner on a terminal while torch imports (seconds); nothing on pipes or --json."""
+    import contextlib
+    import sys
+
+    if not enabled or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(message)
