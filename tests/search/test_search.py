@@ -171,3 +171,10 @@ def test_version_history_sections_answer_version_questions(bundle):
     )
     assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
     assert _ids("fully_shard on torch 2.4", bundle)[0] == "fsdp2#older-versions"
+
+
+def test_a_bundle_without_references_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="no references/ folder"):
+        search("fsdp", bundle=tmp_path)
+    with pytest.raises(UsageError, match="no references/ folder"):
+        show("fsdp2", bundle=tmp_path)

@@ -27,6 +27,14 @@ def bundle_dir() -> Path:
     return BUNDLE_DIR
 
 
+def _checked(bundle: Path | None) -> Path:
+    """The bundle to search, which must have a references folder."""
+    bundle = Path(bundle) if bundle else bundle_dir()
+    if not (bundle / "references").is_dir():
+        raise UsageError(f"{bundle} has no references/ folder to search")
+    return bundle
+
+
 def build_index(bundle: Path | None = None) -> Path:
     """Build the search index of ``bundle`` now (install and render call this), return its file.
 
@@ -34,7 +42,7 @@ def build_index(bundle: Path | None = None) -> Path:
     """
     from fsdp_skill.search import index
 
-    return index.build(bundle or bundle_dir())
+    return index.build(_checked(bundle))
 
 
 def _snippet(raw: str) -> str:
@@ -50,7 +58,7 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     from fsdp_skill.search import index, rank
     from fsdp_skill.search.tokens import query_terms
 
-    db = index.connect(bundle or bundle_dir())
+    db = index.connect(_checked(bundle))
     terms = query_terms(query, rare=rank.rare_in(db))
     if not terms:
         return {"query": query, "results": []}
@@ -76,7 +84,7 @@ def show(section_id: str, bundle: Path | None = None) -> dict:
     """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``."""
     from fsdp_skill.search import index
 
-    db = index.connect(bundle or bundle_dir())
+    db = index.connect(_checked(bundle))
     found = index.section(db, section_id)
     if found is None:
         close = index.similar_ids(db, section_id.split("#")[-1].split(":")[-1])
