@@ -38,15 +38,15 @@ _client_option = click.option(
     multiple=True,
     metavar="NAME",
     help="Client to install for (repeatable): claude-code, codex, cursor, opencode, gemini, "
-    "copilot, kiro, agents; MCP only: claude-desktop, vscode. Default: every client found on "
-    "this machine.",
+    "copilot, kiro, agents; MCP only: claude-desktop, vscode, windsurf. Default: every client "
+    "found on this machine.",
 )
 _mcp_option = click.option(
     "--mcp/--no-mcp",
     default=True,
     show_default=True,
-    help="Also (un)register the MCP server in Claude Desktop, Cursor and VS Code: the named "
-    "ones, or those whose MCP config file exists.",
+    help="Also (un)register the MCP server in Claude Desktop, Cursor, VS Code and Windsurf: the "
+    "named ones, or those whose MCP config file exists.",
 )
 _project_option = click.option(
     "--project",

@@ -172,9 +172,11 @@ def test_cursor_project_config_is_created_and_removed_with_the_bundle(home, tmp_
 
 def test_without_names_only_existing_configs_are_touched(home):
     cursor = put(home, CURSOR, '{"mcpServers": {}}\n')
+    windsurf = put(home, ".codeium/windsurf/mcp_config.json", "{}")
     result = fsdp("install", "--json", env=home)
     assert result.code == 0, result.err
-    assert [m["client"] for m in result.json()["mcp"]] == ["cursor"]
+    assert [m["client"] for m in result.json()["mcp"]] == ["cursor", "windsurf"]
+    assert SERVER_NAME in json.loads(windsurf.read_text())["mcpServers"]
     assert SERVER_NAME in json.loads(cursor.read_text())["mcpServers"]
     assert not (Path(home["HOME"]) / CLAUDE).exists()
     assert not (Path(home["HOME"]) / VSCODE).exists()
@@ -225,6 +227,9 @@ def test_config_locations_per_platform(tmp_path: Path):
     xdg = config_path(claude, home, env={"XDG_CONFIG_HOME": str(tmp_path / "x")}, platform="linux")
     assert xdg == tmp_path / "x" / "Claude" / "claude_desktop_config.json"
     assert config_path(claude, home, project=tmp_path / "p") is None
+    windsurf = MCP_CLIENTS["windsurf"]
+    assert config_path(windsurf, home, env={}) == home / ".codeium/windsurf/mcp_config.json"
+    assert config_path(windsurf, home, project=tmp_path / "p") is None
     assert config_path(vscode, home, project=tmp_path / "p") == tmp_path / "p/.vscode/mcp.json"
 
 

@@ -14,6 +14,7 @@ Where each client reads its configuration (from its own documentation):
 - Cursor: ``~/.cursor/mcp.json``; a project's ``.cursor/mcp.json``.
 - VS Code: ``mcp.json`` in the user profile folder (``Code/User`` under the application-data
   folder); a workspace's ``.vscode/mcp.json``. Entries there carry ``"type": "stdio"``.
+- Windsurf: ``~/.codeium/windsurf/mcp_config.json``. User scope only.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ MCP_CLIENTS: dict[str, McpClient] = {
             project_file=".vscode/mcp.json",
             jsonc=True,
             entry_extra={"type": "stdio"},
+        ),
+        McpClient(
+            "windsurf",
+            "Windsurf",
+            key="mcpServers",
+            user_file=("~", ".codeium", "windsurf", "mcp_config.json"),
         ),
     )
 }
