@@ -39,6 +39,7 @@ def test_crawl_converts_pages_and_stays_in_scope():
     assert not any(p.startswith("/outside") for p in asked)
     assert not any("?" in p for p in asked)
     assert "/docs/index.html" not in asked  # in the folder but about no topic
+    assert not any("/_modules/" in p for p in asked)  # the [source] links
     page = next(p for p in result.pages if p.url.endswith("/distributed.html"))
     text = page.markdown
     assert page.title == "Distributed communication package - torch.distributed"
@@ -201,6 +202,7 @@ def test_default_scope_follows_topic_pages_under_the_seed_folders():
     assert scope.allows(docs + "elastic/rendezvous.html")
     assert scope.allows("https://docs.pytorch.org/tutorials/intermediate/ddp_tutorial.html")
     assert not scope.allows(docs + "torch.html")  # under a seed folder, but off topic
+    assert not scope.allows(docs + "_modules/torch/distributed/distributed_c10d.html")
     assert not scope.allows(docs + "distributed.html?highlight=fsdp")
     assert not scope.allows("https://example.com/docs/stable/distributed.html")
     assert not scope.allows("https://docs.pytorch.org/docs/2.4/distributed.html")

@@ -101,6 +101,8 @@ class Scope:
         rest = url[len(folder) :].lower()
         if "/../" in f"/{rest}" or not (rest.endswith((".html", "/")) or "." not in rest):
             return False
+        if any(part.startswith("_") for part in rest.split("/")[:-1]):
+            return False  # Sphinx's own folders: _modules (source listings), _sources, _static
         return any(word in rest for word in self.words)
 
 
