@@ -111,6 +111,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--checkpoint-dir", type=Path, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=None)
+    parser.add_argument(
+        "--no-checkpoint", action="store_true", help="neither resume nor save (benchmarks)"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--log-every", type=int, default=None)
     parser.add_argument("--log-json", action="store_true", help="one JSON line per logged step")
@@ -150,6 +153,7 @@ def load_options(args: argparse.Namespace) -> dict:
     if args.checkpoint_every is not None:
         cfg["checkpoint"]["every"] = args.checkpoint_every
     cfg["checkpoint"]["dir"] = str(here / cfg["checkpoint"]["dir"])  # absolute paths stay as-is
+    cfg["checkpointing"] = not args.no_checkpoint
     cfg["device"] = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg["log_json"] = args.log_json
     if cfg["fsdp"]["precision"] not in ("bf16", "fp16", "fp32"):
@@ -268,22 +272,25 @@ def shard_fsdp2(model, cfg: dict, device: torch.device, world: int) -> torch.nn.
     offload: OffloadPolicy = OffloadPolicy()
     if cfg["fsdp"]["cpu_offload"]:
         offload = CPUOffloadPolicy(pin_memory=device.type == "cuda")
-    shard = partial(
-        fully_shard,
-        mesh=mesh,
-        mp_policy=MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype),
-        offload_policy=offload,
-    )
+    mp_policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
     for block in transformer_blocks(model):
         for module in block.modules():  # one block at a time holds full-size tensors
             materialize_(model, module, device)
-        shard(block, reshard_after_forward=cfg["fsdp"]["reshard_after_forward"])
+        fully_shard(
+            block,
+            mesh=mesh,
+            mp_policy=mp_policy,
+            offload_policy=offload,
+            reshard_after_forward=cfg["fsdp"]["reshard_after_forward"],
+        )
     for module in model.modules():  # what is left: embeddings, final norm, head, rotary
         materialize_(model, module, device)
     if getattr(model.config, "tie_word_embeddings", False):
         model.tie_weights()  # materializing module by module broke the sharing
     # The root's parameters are needed right after forward (the head) and first in backward.
-    shard(model, reshard_after_forward=False)
+    fully_shard(
+        model, mesh=mesh, mp_policy=mp_policy, offload_policy=offload, reshard_after_forward=False
+    )
     return model
 
 
@@ -693,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
 
     ckpt_root = Path(cfg["checkpoint"]["dir"])
     step = 0
-    trainer = load_checkpoint(ckpt_root, model, optimizer)
+    trainer = load_checkpoint(ckpt_root, model, optimizer) if cfg["checkpointing"] else None
     if trainer is not None:
         step = trainer["step"]
         scheduler.load_state_dict(trainer["scheduler"])
@@ -798,14 +805,16 @@ def main(argv: list[str] | None = None) -> int:
             progress.update(record, text)
             window_tokens, window_start = 0, time.perf_counter()
 
-        if every and step % every == 0:
+        if cfg["checkpointing"] and every and step % every == 0:
             save()
             saved_at = step
         if stopping:
             log0(f"stop requested by a signal at step {step}: saving and exiting")
             break
 
-    if saved_at != step:  # the last state is never lost: at the end, or when told to stop
+    if (
+        cfg["checkpointing"] and saved_at != step
+    ):  # the last state is never lost: at the end, or when told to stop
         save()
     progress.close()
     dist.barrier()
