@@ -308,3 +308,33 @@ def test_part_a_guide_shape(guide_id):
     titles = [title for _, level, title in markdown.headings(guide.body) if level == 2]
     assert "Older versions" in titles, f"{guide_id}: no notes for older torch versions"
     assert all(u.startswith("https://") for u in guide.links)
+
+
+# --- the loader rejects malformed env-var files -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ('[[var]]\nname = "X"\nbackend = "any"\n', "missing what"),
+        (
+            '[[var]]\nname = "X"\nbackend = "any"\nwhat = "w"\nvalues = "1"\nwhen = "w"\n'
+            'since = "2.0"\nsource = "https://x"\ncolour = "red"\n',
+            "unknown keys colour",
+        ),
+        (
+            2
+            * (
+                '[[var]]\nname = "X"\nbackend = "any"\nwhat = "w"\nvalues = "1"\nwhen = "w"\n'
+                'since = "2.0"\nsource = "https://x"\n'
+            ),
+            "described twice",
+        ),
+        ("[[var]\n", "var"),
+    ],
+)
+def test_env_var_loader_rejects_bad_files(tmp_path, body, message):
+    path = tmp_path / "env_vars.toml"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(knowledge.KnowledgeError, match=message):
+        knowledge.load_env_vars(path)

@@ -205,7 +205,27 @@ def env_vars() -> tuple[EnvVar, ...]:
     path = KNOWLEDGE_DIR / "env_vars.toml"
     if not path.exists():
         return ()
-    return tuple(EnvVar(**entry) for entry in _load_toml(path).get("var", []))
+    return load_env_vars(path)
+
+
+_ENV_REQUIRED = ("name", "backend", "what", "values", "when", "since", "source")
+
+
+def load_env_vars(path: Path) -> tuple[EnvVar, ...]:
+    """Read and check an env-var file: ``[[var]]`` tables with the ``EnvVar`` fields."""
+    found: list[EnvVar] = []
+    for index, entry in enumerate(_load_toml(path).get("var", []), start=1):
+        label = f"{path}: var {index} ({entry.get('name', '?')})"
+        missing = [k for k in _ENV_REQUIRED if not str(entry.get(k, "")).strip()]
+        if missing:
+            raise KnowledgeError(f"{label}: missing {', '.join(missing)}")
+        unknown = set(entry) - set(_ENV_REQUIRED) - {"shows"}
+        if unknown:
+            raise KnowledgeError(f"{label}: unknown keys {', '.join(sorted(unknown))}")
+        if any(v.name == entry["name"] for v in found):
+            raise KnowledgeError(f"{label}: {entry['name']} is described twice")
+        found.append(EnvVar(**entry))
+    return tuple(found)
 
 
 @lru_cache(maxsize=1)
