@@ -158,3 +158,21 @@ def test_prose_names_point_at_what_exists():
     assert "x = torch.distributed.store" in fixed  # code is quoted, never rewritten
     assert resolver.checked("import torch.distributed\ntorch.distributed.Store()")
     assert not resolver.checked("import torch.distributed\ntorch.distributed.store()")
+
+
+def test_markdown_fences_in_a_docstring_get_a_checked_tag():
+    text = _md(
+        """Enable it.
+
+        ```python
+        opts = make_options()
+        ```
+        Or in the shell:
+        ```bash
+        export NCCL_CTA_POLICY=2
+        ```
+        """
+    )
+    assert "```python snippet\nopts = make_options()\n```" in text
+    assert "```bash\nexport NCCL_CTA_POLICY=2\n```" in text
+    assert "Or in the shell:" in text

@@ -166,6 +166,9 @@ def to_markdown(doc: str, checked: Checker) -> str:
             label = f"`{name}`" if name else key.rstrip("s")
             fields.append(f"- {label} ({key}): {text}" if key != "param" else f"- {label}: {text}")
             continue
+        if stripped.startswith(("```", "~~~")):  # a Markdown fence written in the docstring
+            i = _markdown_fence(lines, i, out, checked)
+            continue
         if stripped.startswith(">>>") and _indent(line) == 0:
             block = []
             while i < len(lines) and lines[i].strip():
@@ -189,6 +192,29 @@ def to_markdown(doc: str, checked: Checker) -> str:
         out += ["", *fields]
     text = "\n".join(out)
     return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _markdown_fence(lines: list[str], start: int, out: list[str], checked: Checker) -> int:
+    """Re-fence a Markdown code block found in a docstring; returns the line after it.
+
+    Python gets the same treatment as reST code (checked, or downgraded); other languages
+    keep their tag.
+    """
+    opening = lines[start].strip()
+    mark = opening[:3]
+    language = (opening[3:].strip().split() or [""])[0].lower()
+    body: list[str] = []
+    i = start + 1
+    while i < len(lines) and not lines[i].strip().startswith(mark):
+        body.append(lines[i])
+        i += 1
+    depth = min((_indent(b) for b in body if b.strip()), default=0)
+    code = "\n".join(b[depth:] for b in body)
+    if language in ("", "python", "py", "python3", "pycon"):
+        out += ["", *fence(code, checked), ""]
+    else:
+        out += ["", f"```{language}", code.strip("\n"), "```", ""]
+    return i + 1
 
 
 def _blocks(block: list[str], checked: Checker) -> list[str]:
