@@ -81,12 +81,25 @@ def monitored_barrier_not_gloo() -> None:
         _init_gloo()
 
 
+def cpu_tensor_on_gpu_only_group() -> None:
+    # A group with a backend for CUDA tensors only, as an NCCL default group is; Gloo stands
+    # in for NCCL so that this runs on CPU-only builds.
+    dist.destroy_process_group()
+    try:
+        dist.init_process_group("cuda:gloo", store=dist.HashStore(), rank=0, world_size=1)
+        dist.all_reduce(torch.ones(1))
+    finally:
+        dist.destroy_process_group()
+        _init_gloo()
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
     "static_graph_changes": static_graph_changes,
     "device_id_cpu": device_id_cpu,
     "monitored_barrier_not_gloo": monitored_barrier_not_gloo,
+    "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,
 }
 
 
