@@ -372,6 +372,8 @@ def test_parse_topology_tabs_and_pasted_spaces():
         assert topo["gpu_pairs"]["GPU0-GPU3"] == "NV4"
         assert topo["matrix"]["NIC0"]["GPU0"] == "PXB" and topo["matrix"]["GPU3"]["NIC0"] == "SYS"
         assert topo["nics"] == {"NIC0": "mlx5_0"}
+        assert topo["nearest_nic"]["GPU0"] == {"nic": "NIC0", "device": "mlx5_0", "link": "PXB"}
+        assert topo["nearest_nic"]["GPU3"]["link"] == "SYS"
 
 
 def test_parse_topology_of_a_single_gpu():

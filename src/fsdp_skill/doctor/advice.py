@@ -177,15 +177,8 @@ def interface_exports(facts: Mapping, backend: str) -> list[dict]:
 
 def gpus_far_from_nics(topology: Mapping) -> list[str]:
     """GPUs whose nearest NIC in ``nvidia-smi topo -m`` is a cross-socket (SYS) hop away."""
-    matrix = topology.get("matrix", {})
-    nics = [n for n in matrix if n.startswith("NIC")]
-    if not nics:
-        return []
-    return [
-        gpu
-        for gpu, links in matrix.items()
-        if gpu.startswith("GPU") and all(links.get(nic) == "SYS" for nic in nics)
-    ]
+    nearest = topology.get("nearest_nic", {})
+    return [gpu for gpu, nic in nearest.items() if nic["link"] == "SYS"]
 
 
 def _truthy(value: str | None) -> bool:

@@ -26,6 +26,8 @@ LINK_MEANING = {
     "SYS": "PCIe plus the link between NUMA nodes (QPI/UPI)",
 }
 """What each ``nvidia-smi topo -m`` cell means, fastest first after NVLink."""
+LINK_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+"""PCIe paths from the shortest to the longest."""
 
 TORCHRUN_VARS = (
     "RANK",
@@ -155,6 +157,14 @@ def parse_topology(text: str) -> dict:
             link = matrix.get(a, {}).get(b)
             if link:
                 pairs[f"{a}-{b}"] = link
+    nic_names = sorted((n for n in matrix if n.startswith("NIC")), key=lambda n: int(n[3:]))
+    nearest = {}
+    for gpu in gpus:
+        links = [(matrix.get(gpu, {}).get(nic), nic) for nic in nic_names]
+        ranked = [(LINK_ORDER.index(link), nic, link) for link, nic in links if link in LINK_ORDER]
+        if ranked:
+            _, nic, link = min(ranked)
+            nearest[gpu] = {"nic": nic, "device": nics.get(nic), "link": link}
     kinds: dict[str, int] = {}
     for link in pairs.values():
         kind = "NV" if _NVLINK.match(link) else link
@@ -166,6 +176,7 @@ def parse_topology(text: str) -> dict:
         "link_counts": kinds,
         "meaning": {k: LINK_MEANING[k] for k in kinds if k in LINK_MEANING},
         "nics": nics,
+        "nearest_nic": nearest,
         "matrix": matrix,
     }
 
