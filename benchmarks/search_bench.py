@@ -14,6 +14,7 @@ Speed: warm query latency (in-process, opening the index per query as the API do
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sqlite3
 import statistics
@@ -116,26 +117,23 @@ def warm_latency(bundle: Path, questions: list[dict]) -> tuple[float, float]:
 
 
 def cold_latency(bundle: Path, runs: int) -> list[tuple[str, float, float]]:
-    env_bundle = ["env", f"FSDP_SKILL_BUNDLE={bundle}"]
+    """Fresh processes, as an agent runs them: the console script when installed."""
+    script = Path(sys.executable).with_name("fsdp-skill")
+    tool = [str(script)] if script.exists() else [sys.executable, "-m", "fsdp_skill"]
+    env = {**os.environ, "FSDP_SKILL_BUNDLE": str(bundle)}
     commands = [
         ("python -c pass (baseline)", [sys.executable, "-c", "pass"]),
-        ("fsdp-skill --help", [*env_bundle, sys.executable, "-m", "fsdp_skill", "--help"]),
-        (
-            "fsdp-skill search QUERY",
-            [*env_bundle, sys.executable, "-m", "fsdp_skill", "search", "fsdp hangs in all_gather"],
-        ),
-        (
-            "fsdp-skill show ID",
-            [*env_bundle, sys.executable, "-m", "fsdp_skill", "show", "pitfalls"],
-        ),
+        ("fsdp-skill --help", [*tool, "--help"]),
+        ("fsdp-skill search QUERY", [*tool, "search", "fsdp hangs in all_gather"]),
+        ("fsdp-skill show ID", [*tool, "show", "pitfalls"]),
     ]
     rows = []
     for label, argv in commands:
-        subprocess.run(argv, capture_output=True)  # warm the file cache and the index
+        subprocess.run(argv, capture_output=True, env=env)  # warm the file cache and the index
         times = []
         for _ in range(runs):
             start = time.perf_counter()
-            subprocess.run(argv, capture_output=True)
+            subprocess.run(argv, capture_output=True, env=env)
             times.append((time.perf_counter() - start) * 1000)
         rows.append((label, statistics.median(times), statistics.quantiles(times, n=10)[-1]))
     return rows
