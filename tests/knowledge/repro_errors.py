@@ -1,7 +1,9 @@
 """Provoke, in one process, the error messages some pitfalls' signatures must match.
 
-Run as a script: prints one JSON object ``{case: message}``. Each case runs at world size 1
-(or on the in-memory ``fake`` backend), so no launcher and no second rank are needed.
+Run as a script: prints one JSON object ``{case: message}``: the exception a case raised, or
+for a case that only warns, what torch wrote to stderr (C++ warnings bypass Python's
+``warnings``). Each case runs at world size 1 (or on the in-memory ``fake`` backend), so no
+launcher and no second rank are needed.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 
 import torch
@@ -93,6 +96,20 @@ def cpu_tensor_on_gpu_only_group() -> None:
         _init_gloo()
 
 
+def mesh_with_device_index() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    init_device_mesh("cpu:0", (1,))
+
+
+def find_unused_without_unused() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(nn.Linear(2, 2), find_unused_parameters=True)
+    for _ in range(2):
+        model(torch.randn(1, 2)).sum().backward()
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -100,7 +117,27 @@ CASES: dict[str, Callable[[], None]] = {
     "device_id_cpu": device_id_cpu,
     "monitored_barrier_not_gloo": monitored_barrier_not_gloo,
     "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,
+    "mesh_with_device_index": mesh_with_device_index,
+    "find_unused_without_unused": find_unused_without_unused,
 }
+
+
+def _run(case: Callable[[], None]) -> str:
+    """The exception ``case`` raises, else whatever it wrote to file descriptor 2."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            case()
+        except Exception as exc:  # the point is to record whatever torch raises
+            return f"{type(exc).__name__}: {exc}"
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        return sink.read().decode("utf-8", "replace")
 
 
 def main() -> int:
@@ -108,12 +145,7 @@ def main() -> int:
     _init_gloo()
     messages: dict[str, str] = {}
     for name, case in CASES.items():
-        try:
-            case()
-        except Exception as exc:  # the point is to record whatever torch raises
-            messages[name] = f"{type(exc).__name__}: {exc}"
-        else:
-            messages[name] = ""
+        messages[name] = _run(case)
     dist.destroy_process_group()
     json.dump(messages, sys.stdout)
     return 0
