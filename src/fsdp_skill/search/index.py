@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - Python builds without the module
 _CODE = ("sections.py", "index.py", "tokens.py", "glossary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
 
-COLUMNS = ("title", "page", "headings", "keywords", "body")
+COLUMNS = ("title", "page", "headings", "keywords", "body", "code")
 """FTS5 columns, in the order of the weights ``query`` passes to ``bm25``."""
 
 
@@ -78,7 +78,8 @@ def index_path(bundle: Path) -> Path:
 
 _SCHEMA = """
 CREATE VIRTUAL TABLE fts USING fts5(
-    title, page, headings, keywords, body, tokenize = 'porter unicode61 remove_diacritics 2'
+    title, page, headings, keywords, body, code,
+    tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE section (  -- text last: ranking reads the small columns only
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
@@ -87,11 +88,16 @@ CREATE TABLE section (  -- text last: ranking reads the small columns only
 """
 
 
-def _searchable_body(section: sections.Section) -> str:
-    """The section text without Markdown link targets (URLs would only add noise words)."""
+def _prose_and_code(section: sections.Section) -> tuple[str, str]:
+    """The section's prose (link targets dropped: URLs only add noise words) and the text of
+    its fenced code blocks, indexed apart so that code weighs less than explanations."""
     import re
 
-    return re.sub(r"\]\([^)]*\)", "]", section.text)
+    from fsdp_skill import markdown
+
+    prose = re.sub(r"\]\([^)]*\)", "]", markdown.strip_code(section.text))
+    code = "\n".join(block.code for block in markdown.code_blocks(section.text))
+    return prose, code
 
 
 def write_index(path: Path, found: list[sections.Section]) -> None:
@@ -106,21 +112,21 @@ def write_index(path: Path, found: list[sections.Section]) -> None:
         try:
             db.executescript(_SCHEMA)
             for rowid, s in enumerate(found, start=1):
-                body = _searchable_body(s)
+                body, code = _prose_and_code(s)
                 keywords = " ".join(
                     part
                     for part in (
                         tokens.identifier_words(s.title + " " + s.headings),
-                        tokens.identifier_words(body),
+                        tokens.identifier_words(body + "\n" + code),
                         s.id.split(":", 1)[-1].replace("#", " ").replace("-", " "),
                     )
                     if part
                 )
                 if s.kind != sections.INDEX_KIND:
                     db.execute(
-                        "INSERT INTO fts(rowid, title, page, headings, keywords, body)"
-                        " VALUES (?,?,?,?,?,?)",
-                        (rowid, s.label or s.title, s.page_title, s.headings, keywords, body),
+                        "INSERT INTO fts(rowid, title, page, headings, keywords, body, code)"
+                        " VALUES (?,?,?,?,?,?,?)",
+                        (rowid, s.label or s.title, s.page_title, s.headings, keywords, body, code),
                     )
                 db.execute(
                     "INSERT INTO section VALUES (?,?,?,?,?,?,?,?)",

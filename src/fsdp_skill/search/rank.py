@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from fsdp_skill.search.tokens import query_identifiers, title_identifiers
 
-WEIGHTS = (8.0, 1.5, 3.0, 1.0, 1.0)
-"""BM25 weights of the title, page title, sub-headings, identifier words and body columns."""
+WEIGHTS = (8.0, 1.5, 3.0, 1.0, 1.0, 0.5)
+"""BM25 weights of the title, page title, sub-headings, identifier words, prose and code."""
 
 RARE_DOCS = 3
 """An everyday English word gets its glossary words only when fewer sections use it."""
