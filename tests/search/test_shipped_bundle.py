@@ -1,0 +1,29 @@
+"""The shipped bundle: every section search returns can be shown whole."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fsdp_skill.bundle_files import BUNDLE_DIR
+from fsdp_skill.search import search, sections, show
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+QUESTIONS = Path(__file__).resolve().parents[2] / "benchmarks" / "search_questions.toml"
+
+
+def test_every_result_of_the_benchmark_questions_can_be_shown(tmp_path, monkeypatch):
+    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path))
+    whole = {s.id: s.text for s in sections.bundle_sections(BUNDLE_DIR)}
+    questions = tomllib.loads(QUESTIONS.read_text(encoding="utf-8"))["question"]
+    seen = set()
+    for question in questions:
+        for hit in search(question["q"], k=5, bundle=BUNDLE_DIR)["results"]:
+            seen.add(hit["id"])
+    assert len(seen) > 100
+    for section_id in sorted(seen):
+        assert show(section_id, bundle=BUNDLE_DIR)["text"] == whole[section_id]
