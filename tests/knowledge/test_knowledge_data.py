@@ -52,7 +52,8 @@ SPEC_ENV_VARS = (
     "TORCH_DISTRIBUTED_DEBUG",
 )
 _ENV_NAME = re.compile(
-    r"\b(?:NCCL|GLOO|TORCH_NCCL|TORCH_FR|TORCH_DISTRIBUTED|TORCH_GLOO)_[A-Z0-9_]*[A-Z0-9]\b"
+    r"\b(?:NCCL|GLOO|TORCH_NCCL|TORCH_FR|TORCH_DISTRIBUTED|TORCH_GLOO|TORCH_CPP|TORCH_SHOW)"
+    r"_[A-Z0-9_]*[A-Z0-9]\b"
 )
 # Names a guide may write that are not variables (an enum, a doc anchor).
 _NOT_VARIABLES = {"NCCL_BACKEND_NAME"}
@@ -112,17 +113,22 @@ def test_spec_env_vars_are_described():
     assert not missing, missing
 
 
-def test_every_env_var_a_guide_names_is_described():
+def test_every_env_var_the_knowledge_names_is_described():
+    texts = {f"guide {g.id}": g.body for g in GUIDES.values()}
+    texts.update(
+        (f"pitfall {p.id}", "\n".join((p.symptom, p.cause, p.fix, p.bad, p.good)))
+        for p in knowledge.pitfalls()
+    )
     named = {
-        (g.id, name)
-        for g in GUIDES.values()
-        for name in _ENV_NAME.findall(g.body)
+        (where, name)
+        for where, text in texts.items()
+        for name in _ENV_NAME.findall(text)
         if name not in _NOT_VARIABLES
     }
     # A renamed variable's old spelling counts as described by its new entry.
     renamed = {m for v in ENV.values() for m in re.findall(r"before: ([A-Z][A-Z0-9_]+)", v.since)}
     missing = sorted((gid, name) for gid, name in named if name not in set(ENV) | renamed)
-    assert not missing, f"env vars named in guides but absent from env_vars.toml: {missing}"
+    assert not missing, f"env vars named in the knowledge but absent from env_vars.toml: {missing}"
 
 
 def test_env_var_entries_are_complete():
