@@ -217,3 +217,13 @@ def test_an_unreachable_host_is_given_up_after_two_pages():
     reasons = [f.reason for f in result.failures]
     assert reasons[0].startswith("cannot connect") and reasons[1].startswith("cannot connect")
     assert reasons[2] == f"skipped: {base.split('//')[1]} could not be reached"
+
+
+def test_sloppy_and_hostile_html_converts_without_crashing():
+    from fsdp_skill.references import html2md
+
+    sloppy = "<main><h2>Steps</h2><p>one<p>two<ul><li>a<li>b</ul><table><tr><td>x<td>y</table>"
+    text = html2md.convert(sloppy, "https://example.org/docs/x.html").markdown
+    assert "one\n\ntwo" in text and "- a\n- b" in text and "| x | y |" in text
+    deep = "<main>" + "<div>" * 5000 + "<p>bottom</p>" + "</div>" * 5000 + "</main>"
+    assert "bottom" in html2md.convert(deep, "https://example.org/docs/x.html").markdown

@@ -292,12 +292,17 @@ class Crawler:
                 unreachable.pop(host, None)
                 if final not in done:
                     done.add(final)
-                    converted = html2md.convert(html, final)
-                    result.pages.append(Page(final, converted.title, converted.markdown, fetched))
-                    for link in converted.links:
-                        if link not in queued and self.scope.allows(link):
-                            queued.add(link)
-                            queue.append(link)
+                    try:
+                        converted = html2md.convert(html, final)
+                    except (RecursionError, ValueError) as exc:
+                        result.failures.append(Failure(url, f"cannot convert the page: {exc}"))
+                    else:
+                        page = Page(final, converted.title, converted.markdown, fetched)
+                        result.pages.append(page)
+                        for link in converted.links:
+                            if link not in queued and self.scope.allows(link):
+                                queued.add(link)
+                                queue.append(link)
             if on_page:
                 on_page(url, len(result.pages) + len(result.failures), len(queued))
         result.bytes = self.downloaded

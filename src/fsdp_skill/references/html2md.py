@@ -49,6 +49,20 @@ class Node:
         return set(self.attrs.get("class", "").split())
 
 
+_CLOSED_BY = {
+    "p": _BLOCKS | {"h1", "h2", "h3", "h4", "h5", "h6", "pre", "ul", "ol", "table", "p", "dl"},
+    "li": {"li"},
+    "dt": {"dt", "dd"},
+    "dd": {"dt", "dd"},
+    "tr": {"tr"},
+    "td": {"td", "th", "tr"},
+    "th": {"td", "th", "tr"},
+}
+"""Tags whose end HTML lets authors omit, and the start tags that end them."""
+MAX_DEPTH = 200
+"""Deeper nesting is flattened: no real page needs it, and it would exhaust the stack."""
+
+
 class _TreeBuilder(HTMLParser):
     """A forgiving HTML parser: builds a tree, closes unclosed tags at their parent's end."""
 
@@ -56,22 +70,30 @@ class _TreeBuilder(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.root = Node("#root")
         self.current = self.root
+        self.depth = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        while tag in _CLOSED_BY.get(self.current.tag, ()) and self.current.parent is not None:
+            self.current = self.current.parent  # an implied end tag (<p>, <li>, <td> ...)
+            self.depth -= 1
         node = Node(tag, {k: v or "" for k, v in attrs}, parent=self.current)
         self.current.children.append(node)
-        if tag not in _VOID:
+        if tag not in _VOID and self.depth < MAX_DEPTH:
             self.current = node
+            self.depth += 1
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.current.children.append(Node(tag, {k: v or "" for k, v in attrs}, []))
 
     def handle_endtag(self, tag: str) -> None:
         node: Node | None = self.current
+        climbed = 0
         while node is not None and node.tag != tag:
             node = node.parent
+            climbed += 1
         if node is not None and node.parent is not None:
             self.current = node.parent
+            self.depth -= climbed + 1
 
     def handle_data(self, data: str) -> None:
         self.current.children.append(data)
