@@ -227,3 +227,15 @@ def test_sloppy_and_hostile_html_converts_without_crashing():
     assert "one\n\ntwo" in text and "- a\n- b" in text and "| x | y |" in text
     deep = "<main>" + "<div>" * 5000 + "<p>bottom</p>" + "</div>" * 5000 + "</main>"
     assert "bottom" in html2md.convert(deep, "https://example.org/docs/x.html").markdown
+
+
+def test_a_new_fetch_date_alone_is_not_a_change():
+    from fsdp_skill.references.rebuild import diff_sections
+    from fsdp_skill.search.sections import Section
+
+    def page(date: str, body: str = "Text.") -> Section:
+        text = f"# T\n\nSource: <https://x.org/a.html> · fetched {date}\n\n{body}\n"
+        return Section("web-a", "T", "references/web-a.md", "", text)
+
+    assert diff_sections([page("2026-01-01")], [page("2026-02-01")])["changed"] == []
+    assert diff_sections([page("2026-01-01")], [page("2026-01-01", "New.")])["changed"] == ["web-a"]

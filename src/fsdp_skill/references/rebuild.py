@@ -18,11 +18,14 @@ from fsdp_skill.errors import UsageError
 from fsdp_skill.search import index, sections
 
 _STAMP = re.compile(r"^\*(\w+) · torch [^ ]+ · \[official docs\]\([^)]*\)\*$", re.MULTILINE)
+_FETCHED = re.compile(r"^(Source: <[^>]+>) · fetched [\d-]+$", re.MULTILINE)
 
 
 def _fingerprint(section: sections.Section) -> str:
-    """A hash of what a section says, ignoring the version stamp every API section carries."""
+    """A hash of what a section says, ignoring the stamps that change without the content:
+    the torch version of each API entry, the fetch date of a crawled page."""
     text = _STAMP.sub(r"*\1*", section.text)
+    text = _FETCHED.sub(r"\1", text)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
