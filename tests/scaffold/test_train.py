@@ -6,6 +6,7 @@ checkpoints every 5) is shared by the tests that compare against it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -79,20 +80,21 @@ def train(project: Path, nproc: int, *args: str, env=None) -> tuple[list[dict], 
     return records(proc.stdout), proc.stderr
 
 
-def start(project: Path, nproc: int, log: Path, *args: str, env=None) -> subprocess.Popen:
-    """Start train.py under torchrun in its own process group, stdout into ``log``."""
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        str(project / "train.py"),
-        "--device",
-        "cpu",
-        "--log-json",
-        *args,
-    ]
+def start(
+    project: Path, nproc: int, log: Path, *args: str, env=None, launcher: str | None = None
+) -> subprocess.Popen:
+    """Start train.py under torchrun in its own process group, stdout into ``log``.
+
+    With ``launcher`` (a script of the project's launch/ folder), through that script.
+    """
+    if launcher:
+        command = [str(project / launcher)]
+        env = dict(env or {}, NPROC=str(nproc))
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += [f"--nproc_per_node={nproc}", str(project / "train.py")]
+    command += ["--device", "cpu", "--log-json", *args]
     with open(log, "w") as out:
         return subprocess.Popen(
             command,
@@ -104,6 +106,25 @@ def start(project: Path, nproc: int, log: Path, *args: str, env=None) -> subproc
         )
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (Linux /proc). torchrun puts each worker in a session
+    of its own, so signalling torchrun's process group does not reach the workers."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split() if task.exists() else []
+            todo.extend(int(c) for c in children)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen, sig: int) -> None:
+    for pid in process_tree(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
 def wait_for(proc: subprocess.Popen, log: Path, predicate, timeout: float = TIMEOUT) -> str:
     """Poll ``log`` until ``predicate(text)`` holds; fail if the run ends or time runs out."""
     deadline = time.monotonic() + timeout
@@ -112,9 +133,10 @@ def wait_for(proc: subprocess.Popen, log: Path, predicate, timeout: float = TIME
         if predicate(text):
             return text
         if proc.poll() is not None:
+            kill_tree(proc, signal.SIGKILL)
             pytest.fail(f"the run ended early ({proc.returncode}):\n{text[-3000:]}")
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
+    kill_tree(proc, signal.SIGKILL)
     pytest.fail(f"timed out waiting:\n{log.read_text(errors='replace')[-3000:]}")
 
 
@@ -159,7 +181,7 @@ def test_sigkill_mid_save_then_resume_matches_an_uninterrupted_run(project, refe
     env = {"TRAIN_TEST_PAUSE_IN_SAVE": "10"}
     proc = start(project, 2, log, "--max-steps", "20", "--checkpoint-dir", "ck_kill", env=env)
     wait_for(proc, log, lambda text: "pausing inside the save of step 10" in text)
-    os.killpg(proc.pid, signal.SIGKILL)
+    kill_tree(proc, signal.SIGKILL)  # torchrun and the workers, in the middle of the save
     proc.wait(timeout=30)
     # Shards of step 10 are on disk in the temporary folder, but it was never committed.
     assert list((root / ".tmp-step_00000010").glob("*.distcp"))
@@ -181,7 +203,7 @@ def test_sigterm_saves_and_exits_then_continues(project, reference, tmp_path):
     log = tmp_path / "term.log"
     proc = start(project, 2, log, "--max-steps", "1000", "--checkpoint-dir", "ck_term")
     wait_for(proc, log, lambda text: '"step": 3,' in text)
-    os.killpg(proc.pid, signal.SIGTERM)  # what a scheduler does: every process gets it
+    os.kill(proc.pid, signal.SIGTERM)  # torchrun passes it on to every worker
     proc.wait(timeout=60)
     text = log.read_text(errors="replace")
     assert "stop requested by a signal" in text, text[-3000:]
@@ -202,6 +224,22 @@ def test_sigterm_saves_and_exits_then_continues(project, reference, tmp_path):
     for step, value in resumed.items():
         if step in reference:  # same seed, world size and schedule: the same curve
             assert abs(value - reference[step]) <= 1e-6, (step, value, reference[step])
+
+
+def test_sigusr1_through_the_launch_script_saves_and_exits(project, tmp_path):
+    """launch/torchrun.sh makes torchrun pass SIGUSR1 on (SLURM's warning before the limit)."""
+    root = project / "ck_usr1"
+    log = tmp_path / "usr1.log"
+    args = ("--max-steps", "1000", "--checkpoint-dir", "ck_usr1")
+    proc = start(project, 2, log, *args, launcher="launch/torchrun.sh")
+    wait_for(proc, log, lambda text: '"step": 2,' in text)
+    os.kill(proc.pid, signal.SIGUSR1)  # only the launcher: it must forward the signal
+    proc.wait(timeout=60)
+    text = log.read_text(errors="replace")
+    assert "stop requested by a signal" in text, text[-3000:]
+    assert "ChildFailedError" not in text, text[-3000:]
+    saved = complete(root)
+    assert saved and int(saved[-1].split("_")[1]) == max(losses(records(text)))
 
 
 @pytest.mark.parametrize("nproc", [1, 4])
@@ -261,3 +299,21 @@ def test_lint_reports_nothing_on_the_generated_project(project):
     report = lint.lint_paths(files)
     assert report["findings"] == [] and report["errors"] == [], report
     assert report["files"] == len(files)
+
+
+def test_text_file_with_a_short_last_batch_runs_several_epochs(tmp_path):
+    """22 sequences on 2 ranks: 11 each, in batches of 4, 4 and 3 per epoch."""
+    project = make_project(tmp_path / "proj", precision="fp32")
+    text = "the quick brown fox jumps over the lazy dog, then again. yes, yes! "
+    lines = [json.dumps({"text": f"{i:02d} {text}"}) for i in range(10)]
+    (project / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    config_path = project / "train_config.json"
+    config = json.loads(config_path.read_text())
+    config["data"].update(kind="text", path="corpus.jsonl")
+    config_path.write_text(json.dumps(config))
+    tokens = sum(len(f"{i:02d} {text}".encode()) + 1 for i in range(10))
+    assert tokens // 32 == 22
+    recs, _ = train(project, 2, "--max-steps", "8", "--checkpoint-every", "0")
+    assert [r["step"] for r in recs] == list(range(1, 9))
+    assert [r["epoch"] for r in recs] == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert recs[-1]["loss"] < recs[0]["loss"]

@@ -579,7 +579,7 @@ def save_checkpoint(root: Path, step: int, model, optimizer, extra: dict, keep: 
     torch.save(rng_state(), tmp / f"rng_rank{rank:05d}.pt")  # each rank's own generators
     if os.environ.get("TRAIN_TEST_PAUSE_IN_SAVE") == str(step):  # test hook: die mid-save
         print(f"test hook: pausing inside the save of step {step}", flush=True)
-        time.sleep(3600)
+        time.sleep(600)
     dist.barrier()  # every shard is on disk before the checkpoint is declared complete
     if rank == 0:
         state = dict(extra, step=step, world_size=dist.get_world_size())

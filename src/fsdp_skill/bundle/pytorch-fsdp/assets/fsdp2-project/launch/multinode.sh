@@ -14,7 +14,11 @@ RDZV_ID="${RDZV_ID:-fsdp-train}"
 
 # Name the network interface when the default route is not the fast fabric, for example:
 #   export NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0
-export TORCHELASTIC_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+# torchrun passes these signals on to every worker (train.py then saves a checkpoint and
+# exits) and waits SHUTDOWN_TIMEOUT seconds before it kills them. A torchrun without these
+# settings (see `torchrun --help`) uses its defaults: no SIGUSR1, 30 seconds.
+export PET_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+export TORCH_ELASTIC_SHUTDOWN_TIMEOUT="${SHUTDOWN_TIMEOUT:-120}"
 
 exec torchrun \
     --nnodes="$NNODES" \

@@ -9,8 +9,10 @@ if [ -z "${NPROC:-}" ]; then
     [ "${NPROC:-0}" -gt 0 ] || NPROC=2
 fi
 
-# torchrun passes these signals on to every worker; train.py then saves a checkpoint and
-# exits. Workers get 30 seconds before torchrun kills them.
-export TORCHELASTIC_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+# torchrun passes these signals on to every worker (train.py then saves a checkpoint and
+# exits) and waits SHUTDOWN_TIMEOUT seconds before it kills them. A torchrun without these
+# settings (see `torchrun --help`) uses its defaults: no SIGUSR1, 30 seconds.
+export PET_SIGNALS_TO_HANDLE="SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+export TORCH_ELASTIC_SHUTDOWN_TIMEOUT="${SHUTDOWN_TIMEOUT:-120}"
 
 exec torchrun --standalone --nproc-per-node="$NPROC" train.py --config train_config.json "$@"
