@@ -44,6 +44,14 @@ def _flat(text: str | None) -> str:
     return " ".join((text or "").split())
 
 
+def _assert_signatures_match(pitfall_id: str, text: str, every: bool = True) -> None:
+    """The pitfall's signatures recognise ``text``: each of them, or at least one."""
+    pitfall = knowledge.pitfall(pitfall_id)
+    assert pitfall is not None and pitfall.signatures, pitfall_id
+    hits = [bool(sig.search(text)) for sig in pitfall.compiled_signatures()]
+    assert all(hits) if every else any(hits), f"{pitfall_id}: {hits} on {text!r}"
+
+
 def test_fully_shard_reshard_after_forward_defaults_to_none():
     """fsdp2: the table row '`None` (default in 2.13)'."""
     assert _defaults(fsdp.fully_shard)["reshard_after_forward"] is None
@@ -139,6 +147,8 @@ def test_checkpoint_without_use_reentrant_warns_and_drops_gradients():
     assert any("use_reentrant" in str(w.message) for w in caught)
     out.sum().backward()
     assert block.weight.grad is None and head.weight.grad is not None
+    messages = "\n".join(str(w.message) for w in caught)
+    _assert_signatures_match("reentrant-checkpoint-no-input-grad", messages)
 
 
 def test_checkpoint_wrapper_defaults_to_non_reentrant():
@@ -155,6 +165,13 @@ def test_compile_wrapper_prefixes_state_dict_keys():
     in_place = torch.nn.Linear(2, 2)
     in_place.compile()
     assert list(in_place.state_dict()) == ["weight", "bias"]
+    errors = []
+    for target, source in ((wrapped, in_place), (in_place, wrapped)):
+        with pytest.raises(RuntimeError) as caught:
+            target.load_state_dict(source.state_dict())
+        errors.append(str(caught.value))
+    for error in errors:  # each direction alone is recognised
+        _assert_signatures_match("compile-wrapper-state-dict-prefix", error, every=False)
 
 
 def test_bf16_loses_small_updates():
