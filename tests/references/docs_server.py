@@ -14,6 +14,7 @@ SITE = Path(__file__).parent / "fixtures" / "site"
 SLOW_SECONDS = 1.0
 HUGE_BYTES = 3 * 1024 * 1024
 ETAG = '"fsdp-cached-v1"'
+LAST_MODIFIED = "Wed, 21 Oct 2026 07:28:00 GMT"
 
 
 @dataclass
@@ -70,6 +71,17 @@ def _handler(log: Log):
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 return None
+            if path == "/docs/fsdp-flaky.html":  # fails once, then works: a retry must save it
+                if log.count(path) == 1:
+                    return self._send(503, b"busy")
+                return self._send(
+                    200, b"<html><body><main><h1>Flaky</h1><p>ok</p></main></body></html>"
+                )
+            if path == "/docs/fsdp-lastmod.html":
+                if self.headers.get("If-Modified-Since") == LAST_MODIFIED:
+                    return self._send(304)
+                body = b"<html><body><main><h1>Dated</h1><p>by date</p></main></body></html>"
+                return self._send(200, body, {"Last-Modified": LAST_MODIFIED})
             if path == "/docs/fsdp-cached.html":
                 if self.headers.get("If-None-Match") == ETAG:
                     return self._send(304, headers={"ETag": ETAG})

@@ -239,3 +239,16 @@ def test_a_new_fetch_date_alone_is_not_a_change():
 
     assert diff_sections([page("2026-01-01")], [page("2026-02-01")])["changed"] == []
     assert diff_sections([page("2026-01-01")], [page("2026-01-01", "New.")])["changed"] == ["web-a"]
+
+
+def test_a_server_error_is_retried_and_last_modified_is_revalidated():
+    with docs_server() as (base, log):
+        flaky = crawler.crawl_pages(seeds=(f"{base}/docs/fsdp-flaky.html",), **FAST)
+        seed = (f"{base}/docs/fsdp-lastmod.html",)
+        first = crawler.crawl_pages(seeds=seed, **FAST)
+        second = crawler.crawl_pages(seeds=seed, **FAST)
+    assert [p.title for p in flaky.pages] == ["Flaky"] and log.count("/docs/fsdp-flaky.html") == 2
+    headers = [h for p, h in log.requests if p == "/docs/fsdp-lastmod.html"]
+    assert "if-modified-since" not in headers[0]
+    assert headers[1]["if-modified-since"] == "Wed, 21 Oct 2026 07:28:00 GMT"
+    assert second.pages[0].markdown == first.pages[0].markdown and second.bytes == 0
