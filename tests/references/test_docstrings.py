@@ -176,3 +176,18 @@ def test_markdown_fences_in_a_docstring_get_a_checked_tag():
     assert "```python snippet\nopts = make_options()\n```" in text
     assert "```bash\nexport NCCL_CTA_POLICY=2\n```" in text
     assert "Or in the shell:" in text
+
+
+def test_an_admonition_written_with_one_colon_is_still_an_admonition():
+    text = _md(
+        """Save it.
+
+        .. note:
+            Rank 0 coordinates.
+
+        .. warning ::
+            Register it once.
+        """
+    )
+    assert "> **Note:** Rank 0 coordinates." in text
+    assert "> **Warning:** Register it once." in text

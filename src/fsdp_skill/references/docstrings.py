@@ -36,7 +36,7 @@ _LIST_SECTIONS = {
     "Raises",
 }
 _CODE_SECTIONS = {"Example", "Examples"}
-_DIRECTIVE = re.compile(r"^\.\.\s+([\w-]+)::\s*(.*)$")
+_DIRECTIVE = re.compile(r"^\.\.\s+([A-Za-z][\w-]*)\s?(::?)\s*(.*)$")
 _FIELD = re.compile(r"^:(param|parameter|arg|type|returns?|rtype|raises?)\s*([^:]*):\s*(.*)$")
 _PARAM = re.compile(r"^(\*{0,2}[A-Za-z_][\w]*)\s*(\([^)]*\))?\s*:\s*(.*)$")
 _XDOCTEST = re.compile(r"^\s*(>>>|\.\.\.)?\s*#\s*(xdoctest|doctest):", re.IGNORECASE)
@@ -151,8 +151,10 @@ def to_markdown(doc: str, checked: Checker) -> str:
                 out += [to_markdown("\n".join(block), checked)]
             continue
         directive = _DIRECTIVE.match(stripped)
+        if directive and directive.group(2) == ":" and directive.group(1) not in _ADMONITIONS:
+            directive = None  # one colon: only the common typo ".. note:" is read as a directive
         if directive and _indent(line) == 0:
-            kind, arg = directive.group(1), directive.group(2).strip()
+            kind, arg = directive.group(1), directive.group(3).strip()
             block, i = _take_block(lines, i + 1, 0)
             while block and re.match(r"^:[\w-]+:(\s|$)", block[0]):  # directive options
                 block.pop(0)
