@@ -259,17 +259,20 @@ def test_checkpoint_from_world_size_2_resumes_at_another_size(project, reference
 
 
 @pytest.mark.parametrize(
-    "options, banner",
+    "options, banner, accumulate",
     [
-        ({"precision": "fp16"}, "FSDP2 fp16"),
-        ({"cpu_offload": True}, "FSDP2 bf16 + CPU offload"),
-        ({"activation_checkpointing": True}, "FSDP2 bf16 + activation checkpointing"),
-        ({"fsdp_version": 1}, "FSDP1 bf16"),
+        ({"precision": "fp16"}, "FSDP2 fp16", 1),
+        ({"cpu_offload": True}, "FSDP2 bf16 + CPU offload", 1),
+        ({"activation_checkpointing": True}, "FSDP2 bf16 + activation checkpointing", 1),
+        ({"fsdp_version": 1}, "FSDP1 bf16", 2),  # also no_sync() on the first micro-batch
     ],
     ids=["fp16-scaler", "cpu-offload", "activation-checkpointing", "fsdp1"],
 )
-def test_variants_train(tmp_path, options, banner):
+def test_variants_train(tmp_path, options, banner, accumulate):
     project = make_project(tmp_path / "proj", **options)
+    config = json.loads((project / "train_config.json").read_text())
+    config["optim"]["grad_accum"] = accumulate
+    (project / "train_config.json").write_text(json.dumps(config))
     recs, stderr = train(project, 2, "--max-steps", "6")
     assert banner in stderr
     assert [r["step"] for r in recs] == list(range(1, 7))
@@ -317,3 +320,15 @@ def test_text_file_with_a_short_last_batch_runs_several_epochs(tmp_path):
     assert [r["step"] for r in recs] == list(range(1, 9))
     assert [r["epoch"] for r in recs] == [0, 0, 0, 1, 1, 1, 2, 2]
     assert recs[-1]["loss"] < recs[0]["loss"]
+
+
+def test_gradient_accumulation_matches_the_larger_micro_batch(project, reference):
+    """2 micro-batches of 2 take the same samples per rank as 1 of 4: the same training."""
+    config = json.loads((project / "train_config.json").read_text())
+    config["data"]["micro_batch"] = 2
+    config["optim"]["grad_accum"] = 2
+    (project / "accum_config.json").write_text(json.dumps(config))
+    args = ("--config", "accum_config.json", "--max-steps", "6", "--checkpoint-dir", "ck_accum")
+    recs, _ = train(project, 2, *args)
+    for step, value in losses(recs).items():
+        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
