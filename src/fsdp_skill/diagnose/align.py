@@ -78,12 +78,17 @@ def _value_at(seq: Sequence, at: int) -> int | None:
 
 def _members(trace: Trace, pg: str) -> dict[int, Sequence]:
     members = {r: st.pgs[pg] for r, st in trace.ranks.items() if pg in st.pgs}
-    if pg == DEFAULT_PG:
-        # A rank with no collective logged at all never reached the first one we know of.
+    if pg == DEFAULT_PG and _silence_means_absent(trace):
+        # The watchdog reports every collective a rank has pending; a rank that reports
+        # nothing while the others time out never launched the collective they wait in.
         for rank, state in trace.ranks.items():
             if rank not in members and not state.pgs and not state.waits:
                 members[rank] = Sequence()
     return members
+
+
+def _silence_means_absent(trace: Trace) -> bool:
+    return any(w.source == "nccl-watchdog" for st in trace.ranks.values() for w in st.waits)
 
 
 def _pick_culprits(trace: Trace, sides: list[Side]) -> tuple[list[Side], bool]:
@@ -165,6 +170,17 @@ def site_divergence(trace: Trace) -> Divergence | None:
     return Divergence(MISSING, DEFAULT_PG, None, [reference, *odd], culprits, tie)
 
 
+def failure_divergence(trace: Trace) -> Divergence | None:
+    """Some ranks stopped outside any collective while the others carried on: they are the
+    ones the others were left waiting for."""
+    failed = sorted(r for r, st in trace.ranks.items() if st.failure)
+    others = sorted(r for r in trace.ranks if r not in failed)
+    if not failed or not others:
+        return None
+    sides = [Side(UNKNOWN, others), Side(FAILED, failed)]
+    return Divergence(MISSING, DEFAULT_PG, None, sides, failed, False)
+
+
 def all_waiting(trace: Trace) -> Divergence | None:
     """Every rank with a known position waits in the same collective, and none failed."""
     stops = set()
@@ -177,10 +193,31 @@ def all_waiting(trace: Trace) -> Divergence | None:
         wait = state.waits[0]
         stops.add((wait.pg, wait.seq, wait.sig, wait.site))
         ranks.append(rank)
+    if not stops:
+        return _last_common_collective(trace)
     if len(stops) != 1 or len(ranks) < 2:
         return None
     pg, seq, sig, site = stops.pop()
     return Divergence(ALL_WAITING, pg, seq, [Side(sig, ranks, site)], [], False)
+
+
+def _last_common_collective(trace: Trace) -> Divergence | None:
+    """Logs of collectives only (no timeouts): if the ranks agree all the way, a hung job is
+    stuck in the last collective they all launched."""
+    pgs = sorted(
+        {pg for st in trace.ranks.values() for pg in st.pgs}, key=lambda p: p != DEFAULT_PG
+    )
+    for pg in pgs:
+        members = {r: st.pgs[pg] for r, st in trace.ranks.items() if pg in st.pgs}
+        if len(members) < 2:
+            continue
+        last = min(seq.end for seq in members.values()) - 1
+        first = next(iter(members.values()))
+        if last < (first.base or 0):
+            continue
+        sig = _value_at(first, last)
+        return Divergence(ALL_WAITING, pg, last, [Side(sig or UNKNOWN, sorted(members))], [], False)
+    return None
 
 
 def diverge(trace: Trace) -> tuple[Divergence, list[Divergence]]:
@@ -191,7 +228,7 @@ def diverge(trace: Trace) -> tuple[Divergence, list[Divergence]]:
     found = [d for d in (sequence_divergence(trace, pg) for pg in pgs) if d is not None]
     if found:
         return found[0], found[1:]
-    for check in (site_divergence, all_waiting):
+    for check in (site_divergence, failure_divergence, all_waiting):
         result = check(trace)
         if result is not None:
             return result, []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fsdp_skill.diagnose import advice, align
 from fsdp_skill.diagnose.scan import InputReport, scan
 from fsdp_skill.diagnose.sources import expand
-from fsdp_skill.diagnose.trace import Trace
+from fsdp_skill.diagnose.trace import UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
 
 _EXPLAIN = {
@@ -23,6 +23,8 @@ def _describe(trace: Trace, side: align.Side) -> str:
         return "never reached it (log ends earlier)"
     if side.value == align.FAILED:
         return "stopped outside any collective"
+    if side.value == UNKNOWN:
+        return "no sign of a problem in what they logged"
     sig = trace.signature(side.value)
     text = sig.describe() if sig else "a collective whose details were not logged"
     return text + (f" at {side.site}" if side.site else "")

@@ -22,7 +22,9 @@ from fsdp_skill.diagnose import safepickle
 from fsdp_skill.diagnose.prefixes import split_prefix
 from fsdp_skill.diagnose.sources import rank_from_path
 from fsdp_skill.diagnose.trace import (
+    COLL_SUFFIX,
     DEFAULT_PG,
+    DETAIL_SUFFIX,
     NCCL_DTYPES,
     Signature,
     Trace,
@@ -258,7 +260,7 @@ class _TextScanner:
         if pg is None:
             order = self.comm_order[proc].index(comm)
             pg = DEFAULT_PG if order == 0 else f"comm#{order}"
-        return rank, pg
+        return rank, pg + COLL_SUFFIX
 
     # -- every other kind of line, one by one -------------------------------------------------
     def line(self, raw: bytes) -> None:
@@ -325,7 +327,9 @@ class _TextScanner:
                 Signature(normalize_op(op), numel, normalize_dtype(dtype) if dtype else "")
             )
             if index == 0:
-                self.trace.wait(int(rank), Wait(DEFAULT_PG, int(seq), sig, "c10d-detail"))
+                self.trace.wait(
+                    int(rank), Wait(DEFAULT_PG + DETAIL_SUFFIX, int(seq), sig, "c10d-detail")
+                )
                 self.report.ranks.add(int(rank))
             else:
                 self.claims.append((int(rank), int(seq), sig))
@@ -407,7 +411,7 @@ class _TextScanner:
 
     @staticmethod
     def _claim_wait(seq: int, sig: int) -> Wait:
-        return Wait(DEFAULT_PG, seq, sig, "c10d-detail (reported by a peer)")
+        return Wait(DEFAULT_PG + DETAIL_SUFFIX, seq, sig, "c10d-detail (reported by a peer)")
 
 
 def _is_torch(path: str) -> bool:
@@ -530,7 +534,6 @@ def _frame_site(entry: dict) -> str:
 def scan(path: Path, trace: Trace) -> InputReport:
     """Read one file of any supported kind into ``trace``."""
     report = InputReport(str(path))
-    rank, is_global = rank_from_path(path)
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
@@ -541,8 +544,14 @@ def scan(path: Path, trace: Trace) -> InputReport:
         report.problems.append("empty file")
         return report
     if head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and b'"entries"' in head):
+        rank, is_global = rank_from_path(path, trailing_number=True)
         scan_dump(path, trace, report, rank if is_global else None)
         return report
+    rank, is_global = rank_from_path(path)
+    if rank is not None and is_global and head.strip(b"\0 \n"):
+        # A rank's own log: the rank exists even if it logged nothing we recognise.
+        trace.rank(rank)
+        report.ranks.add(rank)
     try:
         scan_text(path, trace, report, rank, is_global)
     except OSError as exc:

@@ -12,20 +12,24 @@ from fsdp_skill.errors import UsageError
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 # torchrun --log-dir layout: <dir>/attempt_0/<local_rank>/stderr.log
 _TORCHRUN_DIR = re.compile(r"attempt_\d+[/\\](\d+)[/\\](?:stdout|stderr|error)\.\w+$")
-# "worker_3.log", "out-3.txt", "3.log": a number that ends the stem after a separator
+# "nccl_trace_3", "dump.3": a number that ends the name after a separator
 _TRAILING_NUMBER = re.compile(r"(?:^|[_\-.])(\d+)$")
 
 
-def rank_from_path(path: Path) -> tuple[int | None, bool]:
-    """The rank a file's name says it holds, and whether that rank is global (not local)."""
+def rank_from_path(path: Path, trailing_number: bool = False) -> tuple[int | None, bool]:
+    """The rank a file's name says it holds, and whether that rank is global (not local).
+
+    ``trailing_number`` also accepts a bare number at the end of the name, the convention of
+    flight-recorder dumps; it is off for logs, whose names often end in job or process ids.
+    """
     m = _RANK_IN_NAME.search(path.name)
     if m:
         return int(m.group(1)), True
     m = _TORCHRUN_DIR.search(path.as_posix())
     if m:
         return int(m.group(1)), False
-    m = _TRAILING_NUMBER.search(path.name.split(".", 1)[0] if "." in path.name else path.name)
-    if m:
+    m = _TRAILING_NUMBER.search(path.name)
+    if trailing_number and m:
         return int(m.group(1)), True
     return None, True
 

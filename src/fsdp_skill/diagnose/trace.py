@@ -15,6 +15,10 @@ UNKNOWN = -1
 """Signature id of a collective whose details were not logged (a gap in the sequence)."""
 
 DEFAULT_PG = "default"
+DETAIL_SUFFIX = " [DETAIL]"
+COLL_SUFFIX = " [NCCL COLL]"
+"""Sources that number collectives their own way keep their own process-group keys, so their
+sequence numbers are never compared with the process group's (watchdog, flight recorder)."""
 
 _OP_ALIASES = {
     "ALLGATHERINTOTENSOR": "ALLGATHER",

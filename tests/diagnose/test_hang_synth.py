@@ -1,0 +1,75 @@
+"""``hang`` on synthetic logs of every kind, each with a known injected fault."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsdp_skill.diagnose import hang
+from tests.diagnose.synth import EXPECTED, WRITERS, Fault
+
+CASES = [
+    (kind, fault_kind, world, culprit)
+    for kind, (_, faults) in WRITERS.items()
+    for fault_kind in faults
+    for world, culprit in ((4, 2), (8, 0))
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "fault_kind", "world", "culprit"),
+    CASES,
+    ids=[f"{k}-{f}-ws{w}-r{c}" for k, f, w, c in CASES],
+)
+def test_verdict_and_culprits(tmp_path, kind, fault_kind, world, culprit):
+    writer, _ = WRITERS[kind]
+    fault = Fault(fault_kind, rank=culprit, seq=7)
+    writer(tmp_path, world, fault)
+    result = hang([str(tmp_path)])
+    assert result["ranks"] == world
+    assert result["verdict"] == EXPECTED[fault_kind], result["first_divergence"]
+    expected_culprits = [] if fault_kind == "none" else [culprit]
+    assert result["culprit_ranks"] == expected_culprits
+    if fault_kind not in ("none",) and kind != "tracebacks":
+        assert result["first_divergence"]["process_group"].startswith("default")
+
+
+def test_first_divergence_names_the_collective(tmp_path):
+    WRITERS["flight-recorder"][0](tmp_path, 4, Fault("size", rank=3, seq=10))
+    d = hang([str(tmp_path)])["first_divergence"]
+    # flight-recorder sequence numbers start at 1: schedule index 10 is collective 11
+    assert (d["seq"], d["op"], d["numel"]) == (11, "REDUCESCATTER", "16384")
+    assert d["majority"]["ranks"] == [0, 1, 2]
+    assert d["others"] == [{"ranks": [3], "state": "REDUCESCATTER numel=16512 dtype=bfloat16"}]
+
+
+def test_two_ranks_tie_is_flagged(tmp_path):
+    WRITERS["flight-recorder"][0](tmp_path, 2, Fault("op", rank=1, seq=4))
+    result = hang([str(tmp_path)])
+    assert result["verdict"] == "op-mismatch"
+    assert result["first_divergence"]["tie"] is True
+    assert result["culprit_ranks"] == [1]
+
+
+def test_two_ranks_missing_blames_the_rank_that_stopped(tmp_path):
+    WRITERS["nccl-per-rank"][0](tmp_path, 2, Fault("missing", rank=0, seq=4))
+    assert hang([str(tmp_path)])["culprit_ranks"] == [0]
+
+
+def test_advice_pitfalls_and_next_run_env(tmp_path):
+    WRITERS["watchdog-torchrun"][0](tmp_path, 4, Fault("none"))
+    result = hang([str(tmp_path)])
+    assert result["verdict"] == "all-waiting"
+    assert "nccl-watchdog-timeout" in result["pitfalls"]
+    names = {e["name"] for e in result["next_run_env"]}
+    assert {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "NCCL_DEBUG"} <= names
+    assert result["inputs"][0]["kind"] == "nccl-watchdog"
+
+
+def test_mixed_kinds_in_one_folder(tmp_path):
+    """Watchdog output plus flight-recorder dumps of the same job agree on the culprit."""
+    fault = Fault("missing", rank=3, seq=9)
+    WRITERS["watchdog-torchrun"][0](tmp_path / "logs", 6, fault)
+    WRITERS["flight-recorder"][0](tmp_path / "dumps", 6, fault)
+    result = hang([str(tmp_path / "logs"), str(tmp_path / "dumps")])
+    assert result["culprit_ranks"] == [3]
+    assert {i["kind"] for i in result["inputs"]} == {"flight-recorder", "nccl-watchdog"}
