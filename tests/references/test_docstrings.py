@@ -191,3 +191,19 @@ def test_an_admonition_written_with_one_colon_is_still_an_admonition():
     )
     assert "> **Note:** Rank 0 coordinates." in text
     assert "> **Warning:** Register it once." in text
+
+
+def test_code_in_an_admonition_stays_a_checked_block():
+    text = _md(
+        """Use RPC.
+
+        .. note::
+            Combine them.
+
+            Example::
+
+                >>> total = sum([1, 2])
+        """
+    )
+    assert "> **Note:** Combine them." in text
+    assert "\n```python snippet\ntotal = sum([1, 2])\n```" in text

@@ -249,10 +249,31 @@ _ADMONITIONS = {
 }
 
 
+def _quote(lines: list[str]) -> list[str]:
+    """Quote prose lines; code fences stay at the margin, where the bundle's checks see them."""
+    out: list[str] = []
+    fence_mark = ""
+    for line in lines:
+        if line.startswith(("```", "~~~")):
+            if not fence_mark:
+                fence_mark = line[:3]
+                out.append(line)
+                continue
+            if line.startswith(fence_mark):
+                fence_mark = ""
+                out.append(line)
+                continue
+        if fence_mark:
+            out.append(line)
+        else:
+            out.append(f"> {line}" if line else ">")
+    return out
+
+
 def _directive(kind: str, arg: str, block: list[str], checked: Checker) -> list[str]:
     if kind in _ADMONITIONS:
         inner = to_markdown("\n".join([arg, *block]) if arg else "\n".join(block), checked)
-        quoted = [f"> {ln}" if ln else ">" for ln in inner.split("\n")]
+        quoted = _quote(inner.split("\n"))
         if quoted:
             quoted[0] = f"> **{_ADMONITIONS[kind]}:** " + quoted[0][2:]
         return ["", *quoted, ""]
