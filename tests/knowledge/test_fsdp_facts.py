@@ -188,3 +188,14 @@ def test_pitfalls_named_in_guides_exist():
         text = markdown.strip_code(guide.body)
         for name in re.findall(r"pitfalls?\s+`([a-z0-9-]+)`", text):
             assert name in known, f"{guide.id} names unknown pitfall {name}"
+
+
+def test_fsdp1_entry_points_that_warn():
+    """fsdp1 and checkpointing: state_dict_type and NO_SHARD emit a FutureWarning in 2.13."""
+    from torch.distributed.fsdp import _init_utils
+
+    state_dict_type = inspect.getsource(fsdp.FullyShardedDataParallel.set_state_dict_type)
+    assert "FutureWarning" in state_dict_type and "get_state_dict" in state_dict_type
+    init_source = inspect.getsource(_init_utils)
+    assert re.search(r"NO_SHARD.{0,40}deprecated", init_source, re.S)
+    assert "FutureWarning" in init_source
