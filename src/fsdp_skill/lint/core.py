@@ -144,7 +144,7 @@ class Branch:
     orelse: bool
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Call:
     """One call site with its context."""
 
@@ -154,13 +154,15 @@ class Call:
     branch: Branch | None
     loop: int
     withs: tuple[ast.Call, ...]
+    name: str | None = None
+    """The imported name it invokes (``torch.distributed.barrier``), set after the walk."""
 
     @property
     def line(self) -> int:
         return self.node.lineno
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Assign:
     """One binding ``key = value`` (also ``for key in value`` and ``with value as key``)."""
 
@@ -172,6 +174,8 @@ class Assign:
     loop: bool
     withs: tuple[ast.Call, ...]
     node: ast.AST
+    owner: object = None
+    """The function, class or module the bound name belongs to."""
 
 
 # --- the walk ----------------------------------------------------------------------------------
@@ -378,7 +382,11 @@ class _Walker:
         if "." not in key and "[" not in key:
             owner.locals.add(key)
         record = Assign(key, value, owner, self._order(), self.branch, loop, self.withs, node)
+        record.owner = self.m.scope_for(key, owner)
         self.m.assigns.setdefault(key, []).append(record)
+        self.m._bindings.setdefault((id(record.owner), key), []).append(record)
+        if value is not None:
+            self.m._bound_to.setdefault(id(value), []).append(record)
 
     def visit_Global(self, node: ast.Global) -> None:
         self.m.globals_declared.update((id(self.func), n) for n in node.names)
@@ -398,8 +406,15 @@ class _Walker:
         self.m.identifiers.add(node.id)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.m.identifiers.add(node.attr)
-        self.visit(node.value)
+        identifiers = self.m.identifiers
+        value: ast.AST = node
+        while value.__class__ is ast.Attribute:  # a.b.c.d: no recursion per dot
+            identifiers.add(value.attr)
+            value = value.value
+        if value.__class__ is ast.Name:
+            identifiers.add(value.id)
+        else:
+            self.visit(value)
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
@@ -439,6 +454,7 @@ _DISPATCH = {
     ast.Attribute: _Walker.visit_Attribute,
     ast.Expr: _Walker.visit_Expr,
     ast.Constant: _Walker.visit_Constant,
+    ast.JoinedStr: _Walker.skip,  # f-strings: formatted output, nothing the rules look at
 }
 for _leaf in (ast.expr_context, ast.operator, ast.cmpop, ast.boolop, ast.unaryop):
     for _cls in _leaf.__subclasses__():
@@ -474,11 +490,32 @@ class FileModel:
         self.globals_declared: set[tuple[int, str]] = set()
         self._counter = 0
         self._callee_cache: dict[int, Func | None] = {}
+        self.memo: dict[object, object] = {}
+        """Results that several rules derive from this file (computed once per file)."""
+        self._bindings: dict[tuple[int, str], list[Assign]] = {}
+        self._bound_to: dict[int, list[Assign]] = {}
+        self._module_alias: dict[str, str | None] = {}
         self._scope_cache: dict[tuple[int, str], object] = {}
         self._origin_cache: dict[tuple[int, str], set[str]] = {}
         self._walking = True
         _Walker(self).visit_many(tree.body)
         self._walking = False
+        qualname = self.qualname
+        for call in self.calls:  # resolved after the walk: every import is known by now
+            call.name = qualname(call.node.func)
+
+    def release(self) -> None:
+        """Break the reference cycles (function <-> its calls, class <-> its methods) so that
+        the tree is freed at once instead of waiting for the cyclic garbage collector, which
+        would otherwise run often and slowly while many files are linted."""
+        for func in self.all_functions:
+            func.calls = []
+            func.cls = None
+            func.parent = None
+        for cls in self.classes.values():
+            cls.methods = {}
+        self.memo.clear()
+        self.__dict__.pop("_shard_analysis", None)
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -489,24 +526,28 @@ class FileModel:
         if isinstance(expr, ast.Name):
             if expr.id in self.aliases:
                 return self.aliases[expr.id]
-            if depth < 2:
-                values = [a.value for a in self.assigns.get(expr.id, ()) if a.func.is_module]
-                if len(values) == 1 and isinstance(values[0], (ast.Name, ast.Attribute)):
-                    return self.qualname(values[0], depth + 1)
-            return None
+            if depth >= 2:
+                return None
+            if not self._walking and expr.id in self._module_alias:
+                return self._module_alias[expr.id]
+            bound = self._bindings.get((id(self.module), expr.id), ())
+            found = None
+            if len(bound) == 1 and isinstance(bound[0].value, (ast.Name, ast.Attribute)):
+                found = self.qualname(bound[0].value, depth + 1)
+            if not self._walking:
+                self._module_alias[expr.id] = found
+            return found
         if isinstance(expr, ast.Attribute):
             base = self.qualname(expr.value, depth)
             return f"{base}.{expr.attr}" if base else None
         return None
 
-    @cached_property
-    def _call_names(self) -> dict[int, str | None]:
-        return {id(c.node): self.qualname(c.node.func) for c in self.calls}
-
     def call_name(self, call: Call | ast.Call) -> str | None:
         """The imported name a call invokes (``torch.distributed.barrier``), or None."""
-        node = call.node if isinstance(call, Call) else call
-        return self._call_names.get(id(node))
+        if isinstance(call, Call):
+            return call.name
+        record = self.call_of.get(id(call))
+        return record.name if record is not None else self.qualname(call.func)
 
     @cached_property
     def _calls_by_last(self) -> dict[str, list[tuple[str, Call]]]:
@@ -528,11 +569,14 @@ class FileModel:
 
     def imported_classes(self, module: str) -> list[str]:
         """Last parts of the capitalised names this file calls from ``module``."""
-        return [
-            last
-            for last, calls in self._calls_by_last.items()
-            if last[:1].isupper() and any(is_under(name, module) for name, _ in calls)
-        ]
+        key = ("imported_classes", module)
+        if key not in self.memo:
+            self.memo[key] = [
+                last
+                for last, calls in self._calls_by_last.items()
+                if last[:1].isupper() and any(is_under(name, module) for name, _ in calls)
+            ]
+        return self.memo[key]
 
     def uses(self, *lasts: str) -> bool:
         """True if the file imports or mentions any of these names (a cheap pre-check)."""
@@ -544,7 +588,17 @@ class FileModel:
     def local_calls(self) -> list[tuple[Call, Func]]:
         """Every call of a function defined in this file, with that function."""
         out = []
+        cache = self._callee_cache
+        local_names = self.functions.keys() | self.classes.keys()
         for call in self.calls:
+            f = call.node.func
+            if f.__class__ is ast.Name:
+                if f.id not in local_names:
+                    cache[id(call)] = None
+                    continue
+            elif not (f.__class__ is ast.Attribute and f.value.__class__ is ast.Name):
+                cache[id(call)] = None
+                continue
             callee = self.local_callee(call)
             if callee is not None:
                 out.append((call, callee))
@@ -552,13 +606,13 @@ class FileModel:
 
     def method_calls(self, attr: str) -> list[Call]:
         """Calls ``<something>.attr(...)`` whose receiver is not an imported module."""
-        out = []
-        for call in self.calls:
-            func = call.node.func
-            if isinstance(func, ast.Attribute) and func.attr == attr:
-                if self.qualname(func.value) is None:
-                    out.append(call)
-        return out
+        return [
+            call
+            for call in self.calls
+            if call.name is None
+            and call.node.func.__class__ is ast.Attribute
+            and call.node.func.attr == attr
+        ]
 
     # -- scopes and values ------------------------------------------------------------------------
 
@@ -593,22 +647,15 @@ class FileModel:
         return self.module
 
     def owner_of(self, assign: Assign) -> object:
-        return self.scope_for(assign.key, assign.func)
-
-    @cached_property
-    def _bindings(self) -> dict[tuple[int, str], list[Assign]]:
-        index: dict[tuple[int, str], list[Assign]] = {}
-        for key, records in self.assigns.items():
-            for a in records:
-                index.setdefault((id(self.owner_of(a)), key), []).append(a)
-        return index
+        return assign.owner
 
     def values_of(self, key: str, func: Func) -> list[Assign]:
         """Bindings of ``key`` that are visible from ``func`` (same owner)."""
-        scope = self.scope_for(key, func)
-        if self._walking:
-            return [a for a in self.assigns.get(key, ()) if self.owner_of(a) is scope]
-        return self._bindings.get((id(scope), key), [])
+        return self._bindings.get((id(self.scope_for(key, func)), key), [])
+
+    def bound_to(self, value: ast.AST) -> list[Assign]:
+        """The bindings whose value is exactly this expression (``x = <value>``)."""
+        return self._bound_to.get(id(value), [])
 
     def resolve(self, expr: ast.expr | None, func: Func, depth: int = 0) -> list[ast.expr]:
         """The expressions ``expr`` may stand for, following simple assignments.
@@ -806,11 +853,14 @@ class FileModel:
         inside: dict[int, set[str]] = {}
         returns_kind: dict[int, set[str]] = {}
 
+        kinded: set[str] = set()  # keys with a kind in some scope: a cheap first test
+
         def add(owner: object, key: str, kind: str) -> bool:
             slot = kinds.setdefault((id(owner), key), set())
             if kind in slot:
                 return False
             slot.add(kind)
+            kinded.add(key)
             return True
 
         def mark_param(func: Func, key: str, table: dict[int, set[str]]) -> bool:
@@ -832,7 +882,7 @@ class FileModel:
                     return set(returns_kind.get(id(callee), ()))
                 return set()
             key = key_of(expr)
-            if key is None:
+            if key is None or key not in kinded:
                 return set()
             return set(kinds.get((id(self.scope_for(key, func)), key), ()))
 
@@ -840,11 +890,16 @@ class FileModel:
         if not relevant:
             return kinds, shards, inside  # nothing is sharded in this file
         relevant += [c for c, _ in self.local_calls]
+        carriers = {id(c.node) for c in relevant}
         flows = [
             a
             for records in self.assigns.values()
             for a in records
-            if isinstance(a.value, (ast.Call, ast.Name, ast.Attribute)) and not a.loop
+            if not a.loop
+            and (
+                isinstance(a.value, (ast.Name, ast.Attribute))
+                or (isinstance(a.value, ast.Call) and id(a.value) in carriers)
+            )
         ]
         relevant.sort(key=lambda c: c.order)
         for _ in range(5):
@@ -926,26 +981,52 @@ class FileModel:
             self._origin_cache[(id(func), key)] = out
         return out
 
+    def sharded_keys(self, kind: str) -> set[str]:
+        """Every key that is sharded with ``kind`` in some scope (a cheap pre-filter)."""
+        return {key for (_, key), kinds in self._shard_analysis[0].items() if kind in kinds}
+
     def shard_kinds(self, key: str, func: Func) -> set[str]:
         """How the module ``key`` (seen from ``func``) is sharded: subset of fsdp1/fsdp2."""
         return self._shard_analysis[0].get((id(self.scope_for(key, func)), key), set())
 
     def parameter_owners(self, expr: ast.expr | None, func: Func, depth: int = 0) -> list[str]:
-        """Keys ``K`` such that ``expr`` holds ``K.parameters()`` (or named_parameters),
-        looking inside lists, dicts, comprehensions and simple assignments."""
+        """Keys ``K`` such that ``expr`` holds ``K.parameters()`` (or ``named_parameters``),
+        looking through lists, dicts (param groups), comprehensions, wrapping calls such as
+        ``list(...)`` or ``filter(...)``, and names bound once to such an expression."""
         if expr is None or depth > _FOLLOW_DEPTH:
             return []
+        memo_key = ("owners", id(expr), id(func))
+        if depth == 0 and memo_key in self.memo:
+            return self.memo[memo_key]
         owners: list[str] = []
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in ("parameters", "named_parameters"):
-                    key = key_of(node.func.value)
-                    if key is not None:
-                        owners.append(key)
-            elif isinstance(node, ast.Name):
-                for a in self.values_of(node.id, func):
-                    if a.value is not None and not a.loop:
-                        owners.extend(self.parameter_owners(a.value, a.func, depth + 1))
+        if isinstance(expr, ast.Call):
+            f = expr.func
+            if isinstance(f, ast.Attribute) and f.attr in ("parameters", "named_parameters"):
+                key = key_of(f.value)
+                owners = [key] if key is not None else []
+            else:
+                for arg in [*expr.args, *(k.value for k in expr.keywords)]:
+                    owners += self.parameter_owners(arg, func, depth + 1)
+        elif isinstance(expr, ast.Name):
+            for a in self.values_of(expr.id, func):
+                if a.value is not None and not a.loop:
+                    owners += self.parameter_owners(a.value, a.func, depth + 1)
+        elif isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+            for elt in expr.elts:
+                owners += self.parameter_owners(elt, func, depth + 1)
+        elif isinstance(expr, ast.Starred):
+            owners = self.parameter_owners(expr.value, func, depth + 1)
+        elif isinstance(expr, ast.Dict):
+            for value in expr.values:
+                owners += self.parameter_owners(value, func, depth + 1)
+        elif isinstance(expr, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            for gen in expr.generators:
+                owners += self.parameter_owners(gen.iter, func, depth + 1)
+        elif isinstance(expr, ast.BinOp):
+            owners = self.parameter_owners(expr.left, func, depth + 1)
+            owners += self.parameter_owners(expr.right, func, depth + 1)
+        if depth == 0:
+            self.memo[memo_key] = owners
         return owners
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
@@ -26,7 +26,16 @@ class Finding:
     ref: str
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+            "ref": self.ref,
+        }
 
 
 def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
@@ -124,6 +133,7 @@ def lint_tree(
                     ref=f"pitfall:{rule.pitfall}",
                 )
             )
+    model.release()
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return findings, problems
 

@@ -96,6 +96,14 @@ def is_optimizer(m: FileModel, call: Call) -> bool:
     return tail == "ZeroRedundancyOptimizer"
 
 
+def optimizer_calls(m: FileModel) -> list[Call]:
+    """Every optimizer construction in the file (computed once per file)."""
+    if "optimizers" not in m.memo:
+        candidates = m.calls_to(*m.imported_classes("torch"), module="torch")
+        m.memo["optimizers"] = [c for c in candidates if is_optimizer(m, c)]
+    return m.memo["optimizers"]
+
+
 def dtype_of(m: FileModel, expr: ast.expr | None, func: Func) -> str | None:
     """``"fp16"``/``"bf16"``/``"fp32"`` when every value ``expr`` may hold is that dtype."""
     if expr is None:

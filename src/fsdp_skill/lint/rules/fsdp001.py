@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Call, FileModel, is_inside, key_of, shard_kind
-from fsdp_skill.lint.rules._api import is_optimizer
+from fsdp_skill.lint.core import Call, FileModel, call_arg, is_inside, key_of, shard_kind
+from fsdp_skill.lint.rules._api import optimizer_calls
 
 CODE = "FSDP001"
 PITFALL = "optimizer-before-sharding"
@@ -50,18 +50,12 @@ def _shard_events(m: FileModel) -> list[tuple[Call, str]]:
 def _optimizer_sites(m: FileModel) -> Iterator[tuple[Call, list[str]]]:
     """(call, model keys whose parameters it takes): direct optimizers and local factories."""
     factories: dict[int, set[str]] = {}
-    for call in m.calls_to(*m.imported_classes("torch"), module="torch"):
-        if is_optimizer(m, call):
-            params = (
-                call.node.args[0]
-                if call.node.args
-                else next((k.value for k in call.node.keywords if k.arg == "params"), None)
-            )
-            owners = m.parameter_owners(params, call.func)
-            yield call, owners
-            for owner in owners:
-                if owner in call.func.params:
-                    factories.setdefault(id(call.func), set()).add(owner)
+    for call in optimizer_calls(m):
+        owners = m.parameter_owners(call_arg(call.node, 0, "params"), call.func)
+        yield call, owners
+        for owner in owners:
+            if owner in call.func.params:
+                factories.setdefault(id(call.func), set()).add(owner)
     for call, callee in m.local_calls:
         if id(callee) in factories:
             owners = [
@@ -75,12 +69,9 @@ def _optimizer_sites(m: FileModel) -> Iterator[tuple[Call, list[str]]]:
 
 def _rebuilt_after(m: FileModel, opt: Call, after: int) -> bool:
     """True if the variable holding the optimizer is assigned again after ``after``."""
-    for records in m.assigns.values():
-        for a in records:
-            if a.value is opt.node:
-                return any(
-                    b.order > after and b.func is opt.func for b in m.values_of(a.key, a.func)
-                )
+    for a in m.bound_to(opt.node):
+        if any(b.order > after and b.func is opt.func for b in m.values_of(a.key, a.func)):
+            return True
     return False
 
 

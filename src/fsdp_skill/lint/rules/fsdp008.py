@@ -39,18 +39,14 @@ def _iterated_keys(m: FileModel) -> set[str]:
 
 def _loaders_using(m: FileModel, sampler: Call) -> list[str]:
     """Keys bound to a DataLoader that uses ``sampler`` (inline or through a name)."""
-    sampler_keys = {
-        a.key for records in m.assigns.values() for a in records if a.value is sampler.node
-    }
+    sampler_keys = {a.key for a in m.bound_to(sampler.node)}
     out = []
     for loader in m.calls_to("DataLoader", module="torch.utils.data"):
         arg = call_arg(loader.node, 2, "sampler")
         if arg is None:
             continue
         if arg is sampler.node or key_of(arg) in sampler_keys:
-            out += [
-                a.key for records in m.assigns.values() for a in records if a.value is loader.node
-            ]
+            out += [a.key for a in m.bound_to(loader.node)]
     return out
 
 

@@ -36,7 +36,7 @@ def _full_config_problems(call: ast.Call) -> list[str]:
 
 def _options_used_for_get(m: FileModel, options: Call) -> bool:
     """True if the StateDictOptions object ends up in get_*_state_dict."""
-    keys = {a.key for records in m.assigns.values() for a in records if a.value is options.node}
+    keys = {a.key for a in m.bound_to(options.node)}
     for call in m.calls_to(*_GETTERS, module="torch.distributed.checkpoint"):
         arg = call_arg(call.node, -1, "options")
         if arg is options.node or (key_of(arg) in keys and key_of(arg) is not None):

@@ -77,9 +77,7 @@ def _escapes(m: FileModel, a: Assign) -> bool:
     for ret in a.func.returns:
         if key_of(ret) and is_inside(key_of(ret), a.key):
             return True
-    for call in m.calls:
-        if call.func is not a.func:
-            continue
+    for call in a.func.calls:
         name = m.call_name(call)
         if name and name.startswith("torch."):
             continue
@@ -105,9 +103,12 @@ def _initialised(m: FileModel) -> bool:
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not m.uses("init_empty_weights") and not any(s.value == "meta" for s in m.strings):
         return
-    for a in _meta_models(m):
-        how = _materialisation(m)
-        if how is None:
+    models = list(_meta_models(m))
+    if not models:
+        return
+    how = _materialisation(m)
+    if how is None:
+        for a in models:
             if not _escapes(m, a):
                 yield (
                     a.node,
@@ -116,19 +117,16 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
                         "parameters have no storage (call to_empty, then initialise)"
                     ),
                 )
-            return
-        if how == "to_empty" and not _initialised(m):
-            empty = next(
-                c
-                for c in m.calls
-                if isinstance(c.node.func, ast.Attribute) and c.node.func.attr == "to_empty"
-            )
-            yield (
-                empty.node,
-                (
-                    "to_empty allocates uninitialised memory, and no parameter init follows "
-                    "(reset_parameters, init_weights or a checkpoint load): training starts "
-                    "from garbage"
-                ),
-            )
-        return
+    elif how == "to_empty" and not _initialised(m):
+        empty = next(
+            c
+            for c in m.calls
+            if isinstance(c.node.func, ast.Attribute) and c.node.func.attr == "to_empty"
+        )
+        yield (
+            empty.node,
+            (
+                "to_empty allocates uninitialised memory, and no parameter init follows "
+                "(reset_parameters, init_weights or a checkpoint load): training starts from garbage"
+            ),
+        )

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import Call, FileModel, call_arg, key_of
-from fsdp_skill.lint.rules._api import is_optimizer, last
+from fsdp_skill.lint.rules._api import last, optimizer_calls
 
 CODE = "FSDP017"
 PITFALL = "torch-save-sharded-state-dict"
@@ -25,12 +25,10 @@ def fix(version: tuple[int, int]) -> str:
 def _optimizers_of_sharded(m: FileModel) -> set[str]:
     """Keys bound to optimizers built over a sharded model's parameters."""
     out = set()
-    for call in m.calls_to(*m.imported_classes("torch"), module="torch"):
-        if not is_optimizer(m, call):
-            continue
+    for call in optimizer_calls(m):
         params = call_arg(call.node, 0, "params")
         if any(m.shard_kinds(k, call.func) for k in m.parameter_owners(params, call.func)):
-            out |= {a.key for rs in m.assigns.values() for a in rs if a.value is call.node}
+            out |= {a.key for a in m.bound_to(call.node)}
     return out
 
 
@@ -38,16 +36,28 @@ def _full_state_dict_context(m: FileModel, call: Call) -> bool:
     return any(last(m.qualname(w.func)) == "state_dict_type" for w in call.withs)
 
 
-def _state_dicts(m: FileModel, expr: ast.expr, func, depth: int = 0) -> Iterator[Call]:
-    """``X.state_dict()`` calls that ``expr`` holds, following names and containers."""
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "state_dict" and id(node) in m.call_of:
-                yield m.call_of[id(node)]
-        elif isinstance(node, ast.Name) and depth < 3:
-            for a in m.values_of(node.id, func):
-                if a.value is not None and not a.loop:
-                    yield from _state_dicts(m, a.value, a.func, depth + 1)
+def _state_dicts(m: FileModel, expr: ast.expr | None, func, depth: int = 0) -> Iterator[Call]:
+    """``X.state_dict()`` calls that ``expr`` holds: directly, in dict or list literals, as an
+    argument of a wrapping call (``dict(...)``, ``copy.deepcopy(...)``), or through names."""
+    if expr is None or depth > 3:
+        return
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        if isinstance(f, ast.Attribute) and f.attr == "state_dict" and id(expr) in m.call_of:
+            yield m.call_of[id(expr)]
+            return
+        for arg in [*expr.args, *(k.value for k in expr.keywords)]:
+            yield from _state_dicts(m, arg, func, depth + 1)
+    elif isinstance(expr, ast.Name):
+        for a in m.values_of(expr.id, func):
+            if a.value is not None and not a.loop:
+                yield from _state_dicts(m, a.value, a.func, depth + 1)
+    elif isinstance(expr, ast.Dict):
+        for value in expr.values:
+            yield from _state_dicts(m, value, func, depth + 1)
+    elif isinstance(expr, (ast.List, ast.Tuple)):
+        for elt in expr.elts:
+            yield from _state_dicts(m, elt, func, depth + 1)
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:

@@ -31,23 +31,24 @@ def _registered(m: FileModel) -> set[tuple[str, str]]:
     return out
 
 
-def _module_attrs(m: FileModel, cls: Class) -> set[str]:
-    """``self.x`` attributes assigned an nn.Module, Parameter or local class instance."""
-    out = set()
+def _module_attrs(m: FileModel) -> dict[int, set[str]]:
+    """``{id(class): names}`` of ``self.x`` attributes assigned an nn.Module, a Parameter or an
+    instance of a class defined in the file."""
+    out: dict[int, set[str]] = {}
     for key, records in m.assigns.items():
         if not key.startswith("self.") or key.count(".") != 1:
             continue
         for a in records:
-            if not isinstance(a.value, ast.Call) or m.scope_for(key, a.func) is not cls:
+            if not isinstance(a.value, ast.Call) or not isinstance(a.owner, Class):
                 continue
             name = m.qualname(a.value.func) or ""
             local = isinstance(a.value.func, ast.Name) and a.value.func.id in m.classes
             if name.startswith("torch.nn") or local:
-                out.add(key.split(".", 1)[1])
+                out.setdefault(id(a.owner), set()).add(key.split(".", 1)[1])
     return out
 
 
-def _uses_parameters(m: FileModel, method: Func, attrs: set[str]) -> bool:
+def _uses_parameters(method: Func, attrs: set[str]) -> bool:
     for node in ast.walk(method.node):
         if (
             isinstance(node, ast.Attribute)
@@ -71,13 +72,18 @@ def _class_of(m: FileModel, key: str, func: Func) -> Class | None:
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not m.uses("fully_shard"):
         return
+    sharded = m.sharded_keys("fsdp2")
+    if not sharded:
+        return
     registered = _registered(m)
+    module_attrs = None
+    uses: dict[int, bool] = {}
     for call in m.calls:
         func = call.node.func
-        if not isinstance(func, ast.Attribute) or m.call_name(call) is not None:
+        if func.__class__ is not ast.Attribute or call.name is not None:
             continue
         key = key_of(func.value)
-        if key is None or m.shard_kinds(key, call.func) != {"fsdp2"}:
+        if key not in sharded or m.shard_kinds(key, call.func) != {"fsdp2"}:
             continue
         if (key, func.attr) in registered:
             continue
@@ -94,7 +100,11 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         method = cls.methods.get(func.attr) if cls else None
         if method is None or method.node is None or func.attr.startswith("__"):
             continue
-        if _uses_parameters(m, method, _module_attrs(m, cls)):
+        if id(method) not in uses:
+            if module_attrs is None:
+                module_attrs = _module_attrs(m)
+            uses[id(method)] = _uses_parameters(method, module_attrs.get(id(cls), set()))
+        if uses[id(method)]:
             yield (
                 call.node,
                 (
