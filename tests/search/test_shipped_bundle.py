@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,13 +18,15 @@ QUESTIONS = Path(__file__).resolve().parents[2] / "benchmarks" / "search_questio
 
 
 def test_every_result_of_the_benchmark_questions_can_be_shown(tmp_path, monkeypatch):
-    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path))
-    whole = {s.id: s.text for s in sections.bundle_sections(BUNDLE_DIR)}
+    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path / "cache"))
+    bundle = tmp_path / "pytorch-fsdp"  # a snapshot: the pages must not change mid-test
+    shutil.copytree(BUNDLE_DIR, bundle)
+    whole = {s.id: s.text for s in sections.bundle_sections(bundle)}
     questions = tomllib.loads(QUESTIONS.read_text(encoding="utf-8"))["question"]
     seen = set()
     for question in questions:
-        for hit in search(question["q"], k=5, bundle=BUNDLE_DIR)["results"]:
+        for hit in search(question["q"], k=5, bundle=bundle)["results"]:
             seen.add(hit["id"])
     assert len(seen) > 100
     for section_id in sorted(seen):
-        assert show(section_id, bundle=BUNDLE_DIR)["text"] == whole[section_id]
+        assert show(section_id, bundle=bundle)["text"] == whole[section_id]

@@ -1,10 +1,11 @@
 """How search orders sections: BM25 over weighted columns, then a few general priors.
 
 BM25 (SQLite FTS5) scores each column separately; the weights favour a section's own title
-and sub-headings over its body. The best ``CANDIDATES`` are then re-ranked with priors that
-hold for any question: a title that names the identifier the query spells out wins, raw
-reference entries (docstrings, table rows) give way to explanations unless named, page
-summaries and version histories give way to the sections that answer.
+and sub-headings over its body, and prose over code. The best ``CANDIDATES`` are then
+re-ranked with priors that hold for any question: a title whose words the question all uses,
+or that names the identifier the query spells out, wins; raw reference entries (docstrings,
+table rows) give way to explanations unless named; page summaries and version histories give
+way to the sections that answer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 
-from fsdp_skill.search.tokens import query_identifiers, title_identifiers
+from fsdp_skill.search.tokens import content_words, query_identifiers, title_identifiers
 
 WEIGHTS = (8.0, 1.5, 3.0, 1.0, 1.0, 0.5)
 """BM25 weights of the title, page title, sub-headings, identifier words, prose and code."""
@@ -27,6 +28,8 @@ NAME_BOOST = 1.3
 REFERENCE_PRIOR = 0.85
 """API entries (raw docstrings) and environment-variable rows (one table row each) are looked
 up by name; for a question in words the guides and pitfalls explain more."""
+TITLE_BOOST = 1.3
+"""Every word of a section's title (two or more) is in the question: it is about that."""
 INTRO_PRIOR = 0.8
 """A page's opening summary mentions everything its sections explain."""
 HISTORY_PRIOR = 0.7
@@ -57,10 +60,14 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
     """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, bm25)`` with priors."""
     named = query_identifiers(query)
     about_versions = bool(_VERSION_WORDS.intersection(terms) or _VERSION_NUMBER.search(query))
+    asked = frozenset().union(*(content_words(term) for term in terms))
     scored = []
     for row in rows:
         _, _, title, _, _, kind, intro, bm25 = row
         score = -bm25
+        title_words = content_words(title)
+        if len(title_words) >= 2 and title_words <= asked:
+            score *= TITLE_BOOST
         if _HISTORY_TITLE.search(title):
             score *= 1 / HISTORY_PRIOR if about_versions else HISTORY_PRIOR
         if named and named & title_identifiers(title):

@@ -143,3 +143,16 @@ def title_identifiers(title: str) -> frozenset[str]:
 def has_cjk(text: str) -> bool:
     """True if ``text`` contains Chinese (CJK) characters."""
     return bool(_CJK.search(text))
+
+
+def _plain(word: str) -> str:
+    """A light stem (plural s dropped) for comparing title words with query words."""
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
+@lru_cache(maxsize=4096)
+def content_words(text: str) -> frozenset[str]:
+    """The lower-cased words of ``text`` that are not stop words, lightly stemmed."""
+    return frozenset(
+        _plain(w) for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOP_WORDS
+    )
