@@ -178,3 +178,23 @@ def test_a_bundle_without_references_is_a_usage_error(tmp_path):
         search("fsdp", bundle=tmp_path)
     with pytest.raises(UsageError, match="no references/ folder"):
         show("fsdp2", bundle=tmp_path)
+
+
+def test_rerank_priors_on_equal_bm25_scores():
+    from fsdp_skill.search import rank
+
+    def row(rowid, sid, title, kind="guide", intro=0):
+        return (rowid, sid, title, "references/x.md", "", kind, intro, -10.0)
+
+    rows = [
+        row(1, "x#other", "Something else entirely"),
+        row(2, "x#bf16-or-fp16", "bf16 or fp16"),
+        row(3, "api:torch.x.fully_shard", "torch.x.fully_shard", kind="api"),
+        row(4, "x", "The page", intro=1),
+    ]
+    query = "bf16 or fp16 for training"
+    ranked = [r[1] for r in rank.rerank(rows, query, query_terms(query), 4)]
+    assert ranked[0] == "x#bf16-or-fp16"  # every title word asked for
+    assert ranked[-2:] == ["api:torch.x.fully_shard", "x"]  # reference entry, page intro
+    named = "how to call fully_shard"
+    assert rank.rerank(rows, named, query_terms(named), 1)[0][1] == "api:torch.x.fully_shard"
