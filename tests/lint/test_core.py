@@ -97,3 +97,10 @@ def test_rank_conditions():
 def test_loop_items_come_from_their_iterable():
     m = _model("for i, block in enumerate(model.blocks):\n    pass\n")
     assert "model.blocks[]" in m.origins("block", m.module)
+
+
+def test_other_kinds_of_rank_are_not_process_ranks():
+    m = _model("lora_rank = 8\n")
+    test = lambda src: m.is_rank_test(ast.parse(src, mode="eval").body, m.module)  # noqa: E731
+    assert not test("lora_rank > 4") and not test("max_rank == 2")
+    assert test("global_rank == 0") and test("node_rank != 0")

@@ -75,6 +75,8 @@ def has_splat(call: ast.Call) -> bool:
 
 
 _RANK_WORD = re.compile(r"^(?:[a-z0-9]+_)*rank(?:_?id|_?idx|_?\d+)?$", re.IGNORECASE)
+_NOT_PROCESS_RANK = re.compile(r"^(?:lora|low|max|min|matrix|tensor|svd|adapter|target)_", re.I)
+"""Ranks that are not a process's rank (LoRA rank, matrix rank)."""
 _RANK_ENV = {"RANK", "LOCAL_RANK", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "SLURM_PROCID"}
 _RANK_CALLS = {"get_rank", "get_local_rank", "get_node_local_rank", "get_global_rank"}
 _RANK_FLAGS = {
@@ -771,7 +773,12 @@ class FileModel:
         """True if ``expr`` evaluates to this process's rank (or a function of it)."""
         if isinstance(expr, (ast.Name, ast.Attribute)):
             name = last_name(expr)
-            if name and _RANK_WORD.match(name) and self.qualname(expr) is None:
+            if (
+                name
+                and _RANK_WORD.match(name)
+                and not _NOT_PROCESS_RANK.match(name)
+                and self.qualname(expr) is None
+            ):
                 return True
             if isinstance(expr, ast.Name) and depth < 2:
                 return any(

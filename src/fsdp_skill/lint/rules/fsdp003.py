@@ -48,6 +48,17 @@ def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
     return None
 
 
+def _paired_ops(by_branch: dict[Branch, list[tuple[Call, str]]]) -> set[tuple[int, str]]:
+    """(function, op) pairs that run under two different rank checks of one function: the
+    "rank 0 first" idiom (``if rank != 0: barrier()`` ... ``if rank == 0: barrier()``), in
+    which every rank reaches the collective once. Stay silent on those."""
+    seen: dict[tuple[int, str], set[int]] = {}
+    for branch, hits in by_branch.items():
+        for call, op in hits:
+            seen.setdefault((id(call.func), op), set()).add(id(branch.node))
+    return {key for key, ifs in seen.items() if len(ifs) > 1}
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     guarded = [c for c in m.calls if c.branch is not None]
     if not guarded:
@@ -58,11 +69,14 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         op = _collective_of(m, call, functions)
         if op:
             by_branch.setdefault(call.branch, []).append((call, op))
+    paired = _paired_ops(by_branch)
     for branch, hits in by_branch.items():
         other = Branch(branch.node, not branch.orelse)
         if other in by_branch:
             continue  # both arms communicate: a matched pair (e.g. broadcast_object_list)
         if branch.orelse and not branch.node.orelse:
+            continue
+        if any((id(call.func), op) in paired for call, op in hits):
             continue
         call, op = hits[0]
         test = ast.unparse(branch.node.test)

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint import versions
-from fsdp_skill.lint.core import Class, FileModel, Func, constant, key_of
+from fsdp_skill.lint.core import Class, FileModel, Func, call_arg, constant, key_of
 
 CODE = "FSDP018"
 PITFALL = "fsdp2-method-bypasses-forward-hooks"
@@ -22,12 +22,18 @@ def fix(version: tuple[int, int]) -> str:
     )
 
 
-def _registered(m: FileModel) -> set[tuple[str, str]]:
-    out = set()
+def _registered(m: FileModel) -> set[str] | None:
+    """Method names passed to ``register_fsdp_forward_method`` (None: a name is computed, so
+    any method may be registered)."""
+    out: set[str] = set()
     for call in m.calls_to("register_fsdp_forward_method", module="torch.distributed"):
         args = call.node.args
-        if len(args) >= 2 and isinstance(constant(args[1]), str):
-            out.add((key_of(args[0]) or "", constant(args[1])))
+        name = (
+            constant(args[1]) if len(args) >= 2 else constant(call_arg(call.node, 1, "method_name"))
+        )
+        if not isinstance(name, str):
+            return None
+        out.add(name)
     return out
 
 
@@ -83,9 +89,9 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         if func.__class__ is not ast.Attribute or call.name is not None:
             continue
         key = key_of(func.value)
-        if key not in sharded or m.shard_kinds(key, call.func) != {"fsdp2"}:
-            continue
-        if (key, func.attr) in registered:
+        if key == "self" or key not in sharded or m.shard_kinds(key, call.func) != {"fsdp2"}:
+            continue  # a module calling its own methods does so from inside its forward
+        if registered is None or func.attr in registered:
             continue
         if func.attr == "forward":
             yield (
