@@ -9,6 +9,7 @@ by a keyword pre-filter and parsed one by one.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import re
 from array import array
@@ -430,6 +431,13 @@ def scan_text(
             chunk = fh.read(CHUNK)
             if not chunk:
                 break
+            nuls = chunk.count(b"\0")
+            if nuls == len(chunk):
+                report.garbage_bytes += nuls + _skip_hole(fh)
+                continue
+            if nuls:  # binary garbage: drop it, keep the text around it
+                report.garbage_bytes += nuls
+                chunk = chunk.translate(None, b"\0")
             buf = tail + chunk
             cut = buf.rfind(b"\n") + 1
             if cut == 0:
@@ -442,18 +450,22 @@ def scan_text(
             _scan_body(body, scanner, report)
         if tail:
             _scan_body(tail + b"\n", scanner, report)
-            if b"\0" not in tail:
-                report.problems.append("the last line has no newline (the log may be cut short)")
+            report.problems.append("the last line has no newline (the log may be cut short)")
     scanner.finish()
 
 
+def _skip_hole(fh) -> int:
+    """Jump over a hole of a sparse file (zeros that are not stored); return the bytes skipped."""
+    here = fh.tell()
+    try:
+        after = os.lseek(fh.fileno(), here, os.SEEK_DATA)
+    except (AttributeError, OSError):  # no SEEK_DATA here, or nothing but the hole is left
+        after = os.fstat(fh.fileno()).st_size
+    fh.seek(after)
+    return after - here
+
+
 def _scan_body(body: bytes, scanner: _TextScanner, report: InputReport) -> None:
-    nuls = body.count(b"\0")
-    if nuls:
-        report.garbage_bytes += nuls
-        body = body.replace(b"\0", b"")
-        if not body.strip():
-            return
     report.lines += body.count(b"\n")
     if b" NCCL INFO " in body and b"opCount" in body:
         scanner.coll_chunk(body)

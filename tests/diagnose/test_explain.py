@@ -1,0 +1,104 @@
+"""``explain``: matching, ranking, rank prefixes, input handling and the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fsdp_skill.diagnose import explain
+from fsdp_skill.diagnose.render import read_explain_input
+from fsdp_skill.errors import UsageError
+from tests.diagnose.capture import ERROR_FIXTURES, split_batch
+
+CLI = [sys.executable, "-m", "fsdp_skill"]
+WATCHDOG = (
+    "[rank3]:[E1130 10:12:03.000003 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1024, "
+    "NumelOut=1024, Timeout(ms)=600000) ran for 600042 milliseconds before timing out."
+)
+
+
+def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_match_carries_the_contract_fields():
+    (match,) = explain(WATCHDOG)["matches"]
+    assert match["id"] == "nccl-watchdog-timeout"
+    for key in ("id", "title", "cause", "fix", "refs", "confidence", "matched"):
+        assert match[key]
+    assert match["ranks"] == [3]
+    assert "Watchdog caught" in match["matched"] and not match["matched"].startswith("[rank3]")
+    assert any(ref.startswith("https://docs.pytorch.org/") for ref in match["refs"])
+    assert "references/pitfalls.md#nccl-watchdog-timeout" in match["refs"]
+
+
+def test_no_match_is_empty():
+    assert explain("everything is fine, loss 0.42")["matches"] == []
+
+
+def test_root_cause_ranks_above_the_launcher_summary():
+    log = (ERROR_FIXTURES / "batch.log").read_text(encoding="utf-8")
+    text = split_batch(log)["ddp_unused_parameters"] + (
+        "\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "  exitcode  : 1 (pid: 4242)\n"
+    )
+    ids = [m["id"] for m in explain(text)["matches"]]
+    assert ids == ["ddp-unused-parameters", "elastic-child-failed"]
+
+
+def test_many_errors_in_one_log_are_all_found():
+    texts = split_batch((ERROR_FIXTURES / "batch.log").read_text(encoding="utf-8"))
+    ids = {m["id"] for m in explain("\n".join(texts.values()))["matches"]}
+    assert {
+        "default-process-group-not-initialized",
+        "address-in-use",
+        "state-dict-load-mismatch",
+        "ddp-variable-marked-ready-twice",
+    } <= ids
+
+
+def test_signatures_are_general_not_one_line():
+    """Other numbers, ranks, shapes and dtypes of the same message family still match."""
+    variants = {
+        "nccl-watchdog-timeout": "[Rank 117] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=3, OpType=_ALLGATHER_BASE, NumelIn=9, NumelOut=72, Timeout(ms)=1000)",
+        "mixed-precision-dtype-mismatch": "mat1 and mat2 must have the same dtype, but got "
+        "Half and Float",
+        "state-dict-load-mismatch": "size mismatch for layers.3.attn.wq.weight: copying a param "
+        "with shape torch.Size([4096, 4096]) from checkpoint, the shape in current model is "
+        "torch.Size([512, 4096]).",
+        "nccl-duplicate-gpu": "Duplicate GPU detected : rank 7 and rank 3 both on CUDA device "
+        "e4000",
+        "nonfinite-loss": "epoch 3 step 1200 | Loss: NaN | lr 3e-4",
+    }
+    for pitfall_id, text in variants.items():
+        assert explain(text)["matches"][0]["id"] == pitfall_id, text
+
+
+def test_read_input_from_file_argument_and_stdin(tmp_path, monkeypatch):
+    log = tmp_path / "job.log"
+    log.write_bytes(b"\x00\x00" + WATCHDOG.encode() + b"\n")
+    assert "Watchdog" in read_explain_input(None, str(log))
+    assert read_explain_input("abc", None) == "abc"
+    with pytest.raises(UsageError, match="not both"):
+        read_explain_input("abc", str(log))
+    with pytest.raises(UsageError, match="cannot read"):
+        read_explain_input(None, str(tmp_path / "missing.log"))
+
+
+def test_cli_text_json_and_exit_codes(tmp_path):
+    result = _cli("explain", WATCHDOG)
+    assert result.returncode == 0
+    assert "nccl-watchdog-timeout" in result.stdout and "fix:" in result.stdout
+    result = _cli("explain", "--json", "-", stdin=WATCHDOG)
+    assert json.loads(result.stdout)["matches"][0]["id"] == "nccl-watchdog-timeout"
+    result = _cli("explain", "--json", "nothing wrong here")
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == {"matches": []}
+    result = _cli("explain", "--file", str(tmp_path / "missing.log"))
+    assert result.returncode == 2
+    assert result.stderr.startswith("fsdp-skill: error: cannot read")
