@@ -193,7 +193,10 @@ def lint_command(
     if list(paths) == ["-"]:
         result = lint_source(sys.stdin.read(), stdin_filename, **options)
     else:
-        result = lint_paths(list(paths) or ["."], **options)
+        from fsdp_skill.lint.progress import bar
+
+        with bar(enabled=fmt == "text" and not as_json) as on_file:
+            result = lint_paths(list(paths) or ["."], on_file=on_file, **options)
     if result["files"] == 0 and result["errors"]:
         for e in result["errors"]:
             echo(f"{e['path']}: error: {e['message']}", err=True)

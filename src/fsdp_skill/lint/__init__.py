@@ -7,6 +7,8 @@ cheap: the rules, the walker and the file discovery load on first use, and torch
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["lint_paths", "lint_source"]
 
 
@@ -36,13 +38,15 @@ def lint_paths(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     torch_version: str | None = None,
+    on_file: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Lint files and folders (folders: ``*.py`` below, minus ``.gitignore`` and excludes).
 
     Configuration comes from ``[tool.fsdp-skill.lint]`` of each file's nearest
     ``pyproject.toml``; ``select`` replaces its select list, ``ignore`` adds to its ignores,
     ``torch_version`` overrides its torch-version. Unreadable paths land in ``errors`` while
-    the other files are still checked.
+    the other files are still checked. ``on_file(done, total)`` is called after each file
+    (for a progress bar).
     """
     from fsdp_skill.lint import config, engine, files
 
@@ -52,7 +56,9 @@ def lint_paths(
     findings: list[dict] = []
     errors = [p.as_dict() for p in problems]
     checked = 0
-    for path in targets:
+    for done, path in enumerate(targets, start=1):
+        if on_file is not None:
+            on_file(done, len(targets))
         source = files.read_source(path)
         if isinstance(source, files.Problem):
             errors.append(source.as_dict())
