@@ -48,6 +48,17 @@ def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
     return None
 
 
+def _mesh_local(m: FileModel, test: ast.expr) -> bool:
+    """True if the test selects ranks by their place in a device mesh (``mesh.get_local_rank
+    ("dp") == 0``): the branch then usually holds one sub-mesh's members, which run their own
+    collectives on that sub-mesh. Not certain either way: stay silent."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("get_local_rank", "get_coordinate") and m.call_name(node) is None:
+                return True
+    return False
+
+
 def _paired_ops(by_branch: dict[Branch, list[tuple[Call, str]]]) -> set[tuple[int, str]]:
     """(function, op) pairs that run under two different rank checks of one function: the
     "rank 0 first" idiom (``if rank != 0: barrier()`` ... ``if rank == 0: barrier()``), in
@@ -77,6 +88,8 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         if branch.orelse and not branch.node.orelse:
             continue
         if any((id(call.func), op) in paired for call, op in hits):
+            continue
+        if _mesh_local(m, branch.node.test):
             continue
         call, op = hits[0]
         test = ast.unparse(branch.node.test)
