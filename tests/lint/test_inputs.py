@@ -182,3 +182,13 @@ def test_a_failing_rule_is_reported_and_the_others_still_run(monkeypatch):
 def test_too_deeply_nested_code_is_an_error_not_a_crash():
     result = lint_source("import torch\nx = " + "-" * 20000 + "1\n", "deep.py")
     assert result["errors"] and "nested" in result["errors"][0]["message"]
+
+
+def test_pyproject_torch_version_sets_the_advice(tmp_path: Path):
+    code = "import torch\nfrom torch.distributed.fsdp import fully_shard\nfully_shard(m)\nm.forward(x)\n"
+    _write(tmp_path / "pyproject.toml", '[tool.fsdp-skill.lint]\ntorch-version = "2.5"\n')
+    _write(tmp_path / "a.py", code)
+    (finding,) = lint_paths([str(tmp_path)])["findings"]
+    assert finding["code"] == "FSDP018" and "_composable" in finding["fix"]
+    (finding,) = lint_paths([str(tmp_path)], torch_version="2.8")["findings"]
+    assert "_composable" not in finding["fix"]
