@@ -13,15 +13,19 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fsdp_skill.search import sections, tokens
+from fsdp_skill.search import pages
+
+if TYPE_CHECKING:
+    from fsdp_skill.search.sections import Section
 
 try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on every search
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
-_CODE = ("sections.py", "index.py", "tokens.py", "glossary.py")
+_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
 
 COLUMNS = ("title", "page", "headings", "keywords", "body", "code")
@@ -47,7 +51,7 @@ def content_key(bundle: Path) -> str:
     A long-lived process (the MCP server) asks again and again: pages whose names, sizes and
     modification times are unchanged are not read and hashed a second time.
     """
-    entries = sections.page_entries(bundle)
+    entries = pages.page_entries(bundle)
     stamp = (str(bundle), *((e.name, *_stat(e)) for e in entries))
     key = _KEYS.get(stamp)
     if key is None:
@@ -88,7 +92,7 @@ CREATE TABLE section (  -- text last: ranking reads the small columns only
 """
 
 
-def _prose_and_code(section: sections.Section) -> tuple[str, str]:
+def _prose_and_code(section: Section) -> tuple[str, str]:
     """The section's prose (link targets dropped: URLs only add noise words) and the text of
     its fenced code blocks, indexed apart so that code weighs less than explanations."""
     import re
@@ -100,11 +104,13 @@ def _prose_and_code(section: sections.Section) -> tuple[str, str]:
     return prose, code
 
 
-def write_index(path: Path, found: list[sections.Section]) -> None:
+def write_index(path: Path, found: list[Section]) -> None:
     """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile  # only when writing: searches skip its import cost
+    import tempfile  # imported only when writing: a search skips their import cost
 
+    from fsdp_skill.search import sections, tokens
+
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -158,7 +164,7 @@ def build(bundle: Path) -> Path:
     """Make sure the index of ``bundle`` exists; return its path."""
     path = index_path(bundle)
     if not path.exists():
-        write_index(path, sections.bundle_sections(bundle))
+        write_index(path, _sections(bundle))
         _prune(path)
     return path
 
@@ -195,7 +201,7 @@ def _open_checked(path: Path, bundle: Path) -> sqlite3.Connection:
         return _open(path)
     except sqlite3.DatabaseError:
         path.unlink(missing_ok=True)
-        write_index(path, sections.bundle_sections(bundle))
+        write_index(path, _sections(bundle))
         return _open(path)
 
 
@@ -215,7 +221,7 @@ def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "index.sqlite"
-        write_index(path, sections.bundle_sections(bundle))
+        write_index(path, _sections(bundle))
         source = sqlite3.connect(path)
         source.backup(db)
         source.close()
@@ -273,3 +279,9 @@ def similar_ids(db: sqlite3.Connection, fragment: str, limit: int = 5) -> list[s
         (f"%{escaped}%", limit),
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def _sections(bundle: Path) -> list[Section]:
+    from fsdp_skill.search.sections import bundle_sections  # the parser: only when building
+
+    return bundle_sections(bundle)

@@ -12,13 +12,13 @@ rebuilds:
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from fsdp_skill import markdown
+from fsdp_skill.search.pages import reference_pages
 
 PITFALLS_PAGE = "pitfalls.md"
 ENV_PAGE = "env-vars.md"
@@ -197,21 +197,6 @@ def page_sections(path: Path, bundle: Path) -> list[Section]:
         return list(api_sections(rel, text))
     kind = "web" if path.name.startswith("web-") else "guide"
     return list(guide_sections(path.stem, rel, text, kind))
-
-
-def reference_pages(bundle: Path) -> list[Path]:
-    """The Markdown pages of ``bundle/references`` that are indexed, in a stable order."""
-    return [Path(entry.path) for entry in page_entries(bundle)]
-
-
-def page_entries(bundle: Path) -> list[os.DirEntry]:
-    """Directory entries of the indexed pages, sorted by name (cheap to stat: no Path objects)."""
-    try:
-        with os.scandir(Path(bundle) / "references") as found:
-            entries = [e for e in found if e.name.endswith(".md") and e.is_file()]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(entries, key=lambda e: e.name)
 
 
 def bundle_sections(bundle: Path) -> list[Section]:
