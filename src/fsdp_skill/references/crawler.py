@@ -235,7 +235,8 @@ class Crawler:
             if status == 304:
                 if not cached:
                     raise FetchError("HTTP 304 for a page that is not cached")
-                return current, cached[1].decode("utf-8", "replace"), cached[0]["fetched"]
+                fetched = str(cached[0].get("fetched") or _today())
+                return current, cached[1].decode("utf-8", "replace"), fetched
             if status in (301, 302, 303, 307, 308):
                 target = urldefrag(urljoin(current, info.get("location", "")))[0]
                 if target in seen:
@@ -245,7 +246,7 @@ class Crawler:
                 seen.append(target)
                 current = target
                 continue
-            fetched = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+            fetched = _today()
             meta = {
                 "url": current,
                 "etag": info.get("etag", ""),
@@ -307,6 +308,10 @@ class Crawler:
                 on_page(url, len(result.pages) + len(result.failures), len(queued))
         result.bytes = self.downloaded
         return result
+
+
+def _today() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d")
 
 
 def _progress_bar(enabled: bool):
