@@ -56,6 +56,7 @@ def lint_paths(
     findings: list[dict] = []
     errors = [p.as_dict() for p in problems]
     checked = 0
+    resolved: dict = {}  # folder -> its configuration (one lookup per folder)
     for done, path in enumerate(targets, start=1):
         if on_file is not None:
             on_file(done, len(targets))
@@ -69,7 +70,10 @@ def lint_paths(
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             errors.append(_parse_error(shown, exc))
             continue
-        cfg = config.for_folder(path.resolve().parent)
+        folder = path.parent
+        if folder not in resolved:
+            resolved[folder] = config.for_folder(folder.resolve())
+        cfg = resolved[folder]
         codes = engine.chosen_codes(
             select if select is not None else (list(cfg.select) if cfg.select else None),
             [*cfg.ignore, *(ignore or [])],
