@@ -37,17 +37,27 @@ def _setup(**kw):
     return build_setup(spec, **{"gpus": 4, "gpu_memory": "80GB", "seq_len": 128, **kw})
 
 
-def test_fsdp_gradients_and_activations_do_not_add_up_but_ddp_does():
+def test_peak_is_the_largest_phase_and_fsdp_grads_wait_for_backward():
     setup = _setup()
     fsdp = memory.estimate(setup, Strategy("full-shard"))
-    assert fsdp.backward_peak == (
-        fsdp.params + fsdp.optimizer + fsdp.buffers + max(fsdp.grads, fsdp.activations)
-    )
     ddp = memory.estimate(setup, Strategy("ddp"))
-    assert ddp.backward_peak == (
-        ddp.params + ddp.grads + ddp.optimizer + ddp.buffers + ddp.activations
+    assert fsdp.total == max(fsdp.phases.values())
+    # backward starts before any FSDP gradient exists; DDP's buckets are always there
+    start = fsdp.params + fsdp.optimizer + fsdp.acts.at_loss_backward + fsdp.buffers_at_start
+    assert fsdp.phases["loss_backward"] == start
+    assert ddp.phases["loss_backward"] == (
+        ddp.params + ddp.grads + ddp.optimizer + ddp.acts.at_loss_backward + ddp.buffers_at_start
     )
-    assert ddp.total >= ddp.step_peak
+    assert fsdp.phases["optimizer_step"] == (
+        fsdp.params + fsdp.grads + fsdp.optimizer + fsdp.optimizer_step + fsdp.acts.logits
+    )
+
+
+def test_checkpointing_trades_stored_layers_for_one_recomputed():
+    plain = memory.estimate(_setup(), Strategy("full-shard")).acts
+    ckpt = memory.estimate(_setup(), Strategy("full-shard", checkpointing=True)).acts
+    assert ckpt.layers < plain.layers and ckpt.recompute == plain.layers // 2  # 2 layers
+    assert plain.recompute == 0
 
 
 def test_adam_step_temporary_and_sgd_in_place():
@@ -65,12 +75,6 @@ def test_offload_moves_states_to_cpu_per_node():
     assert off.params == off.grads == off.optimizer == 0
     assert off.cpu_per_rank == on_gpu.params + on_gpu.grads + on_gpu.optimizer
     assert off.cpu_per_node == 4 * off.cpu_per_rank
-
-
-def test_checkpointing_keeps_only_layer_inputs():
-    plain = memory.estimate(_setup(), Strategy("full-shard"))
-    ckpt = memory.estimate(_setup(), Strategy("full-shard", checkpointing=True))
-    assert ckpt.activations < plain.activations
 
 
 def test_ring_volumes():

@@ -16,20 +16,27 @@ ATTENTION = ("sdpa", "eager")
 
 @dataclass(frozen=True)
 class Activations:
-    """Activation bytes for one micro-batch on one GPU."""
+    """Activation bytes for one micro-batch on one GPU, by where they live in a step."""
 
-    per_layer: int  # saved by one decoder layer without checkpointing
-    per_layer_checkpointed: int  # saved by one checkpointed layer (its input)
-    head: int  # embedding output, final norm, logits and loss kept for backward
-    total: int  # at the peak, for the whole model
+    layers: int  # what all decoder layers keep for backward (only inputs when checkpointed)
+    recompute: int  # one layer's activations rebuilt in backward (checkpointing only)
+    head: int  # what the final norm, head and loss keep
+    logits: int  # the logits the training loop holds through backward and the step
+    loss_backward: int  # the two fp32 gradients alive in the log-softmax backward
 
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "per_layer": self.per_layer,
-            "per_layer_checkpointed": self.per_layer_checkpointed,
-            "head": self.head,
-            "total": self.total,
-        }
+    @property
+    def at_loss_backward(self) -> int:
+        """Everything alive when backward starts: the activation peak without checkpointing."""
+        return self.layers + self.head + self.logits + self.loss_backward
+
+    @property
+    def in_layer_backward(self) -> int:
+        """Alive while a decoder layer's backward runs (the head has been released)."""
+        return self.layers + self.recompute + self.logits
+
+    @property
+    def peak(self) -> int:
+        return max(self.at_loss_backward, self.in_layer_backward)
 
 
 def layer_bytes(spec: ModelSpec, batch: int, seq: int, c: int, attention: str) -> int:
@@ -70,25 +77,37 @@ def head_saved_bytes(spec: ModelSpec, batch: int, seq: int, c: int) -> int:
     return batch * seq * ((4 + 2 * c) * spec.hidden + 4 * spec.vocab)
 
 
-def head_bytes(spec: ModelSpec, batch: int, seq: int, c: int) -> int:
-    """The saved head tensors, plus the logits the caller holds (compute dtype) and the fp32
-    gradient of the log-softmax that backward creates first."""
-    return head_saved_bytes(spec, batch, seq, c) + batch * seq * (c + 4) * spec.vocab
+def autocast_extra_bytes(spec: ModelSpec, batch: int, seq: int) -> int:
+    """Extra bytes per layer under autocast with fp32 weights (DDP): the residual stream and
+    the norms stay fp32, and each linear saves a low-precision copy of its input."""
+    return batch * seq * 10 * spec.hidden
 
 
 def estimate(
-    spec: ModelSpec, batch: int, seq: int, c: int, attention: str, checkpointing: bool
+    spec: ModelSpec,
+    batch: int,
+    seq: int,
+    c: int,
+    attention: str,
+    checkpointing: bool,
+    autocast: bool = False,
 ) -> Activations:
-    """Activation bytes at the peak (start of backward) for one micro-batch.
+    """Activation bytes of one micro-batch, split by phase of the step.
 
     With checkpointing each layer keeps only its input, and backward recomputes one layer at a
-    time, so one full layer's activations come back on top.
+    time, so one full layer's activations come back on top. ``autocast`` is the DDP way of
+    mixed precision (fp32 weights, low-precision matmuls), which keeps more in fp32.
     """
+    t = batch * seq
     per_layer = layer_bytes(spec, batch, seq, c, attention)
-    per_ckpt = batch * seq * spec.hidden * c
-    head = head_bytes(spec, batch, seq, c)
-    if checkpointing:
-        total = spec.num_layers * per_ckpt + per_layer + head
-    else:
-        total = spec.num_layers * per_layer + head
-    return Activations(per_layer, per_ckpt, head, total)
+    if autocast:
+        per_layer += autocast_extra_bytes(spec, batch, seq)
+    per_ckpt = t * spec.hidden * (4 if autocast else c)
+    layers = spec.num_layers * (per_ckpt if checkpointing else per_layer)
+    return Activations(
+        layers=layers,
+        recompute=per_layer if checkpointing else 0,
+        head=head_saved_bytes(spec, batch, seq, c),
+        logits=t * c * spec.vocab,
+        loss_backward=t * 8 * spec.vocab,
+    )

@@ -41,37 +41,43 @@ def model_shard_numel(spec: ModelSpec, world: int) -> int:
 class Memory:
     """Bytes for one strategy: per GPU split by kind, and per node on the CPU.
 
-    ``total`` is the peak, which is not always the sum of the parts: with FSDP,
-    ``optimizer.zero_grad()`` frees the sharded gradients, and backward creates them layer by
-    layer while it frees that layer's activations, so the two peak at opposite ends of
-    backward. The optimizer step has its own peak (its temporaries, no activations).
+    ``total`` is the peak over the phases of a step, not the sum of the parts: backward
+    starts with every activation alive and little of FSDP's buffers; later the activations
+    are freed while gradients and reduce buffers appear; the optimizer step runs with no
+    activations but its own temporaries. ``activations`` and ``buffers`` are each their own
+    largest value.
     """
 
     params: int
     grads: int
     optimizer: int
-    activations: int
-    buffers: int
+    acts: activations.Activations
+    buffers_at_start: int  # FSDP/DDP buffers when backward starts
+    buffers: int  # the largest they get (during the layers' backward)
     optimizer_step: int  # temporaries of the optimizer step
     grads_persist: bool  # gradients live through backward (DDP's buckets)
     cpu_per_rank: int
     cpu_per_node: int
 
     @property
-    def backward_peak(self) -> int:
-        if self.grads_persist:
-            moving = self.grads + self.activations
-        else:
-            moving = max(self.grads, self.activations)
-        return self.params + self.optimizer + self.buffers + moving
+    def activations(self) -> int:
+        return self.acts.peak
 
     @property
-    def step_peak(self) -> int:
-        return self.params + self.grads + self.optimizer + self.optimizer_step
+    def phases(self) -> dict[str, int]:
+        """Bytes alive at each candidate peak."""
+        resident = self.params + self.optimizer + (self.grads if self.grads_persist else 0)
+        return {
+            "loss_backward": resident + self.acts.at_loss_backward + self.buffers_at_start,
+            "layer_backward": resident + self.acts.in_layer_backward + self.buffers,
+            "optimizer_step": (
+                self.params + self.grads + self.optimizer + self.optimizer_step + self.acts.logits
+            ),
+        }
 
     @property
     def total(self) -> int:
-        return max(self.backward_peak, self.step_peak)
+        return max(self.phases.values())
 
     def per_gpu(self) -> dict[str, int]:
         return {
@@ -97,6 +103,7 @@ def shard_world(setup: Setup, strategy: Strategy) -> int:
 def estimate(setup: Setup, strategy: Strategy) -> Memory:
     """The memory one GPU (and its node's CPU) needs at the peak of a training step."""
     spec, c, r = setup.spec, setup.compute_bytes, setup.reduce_bytes
+    ddp = strategy.base == "ddp"
     acts = activations.estimate(
         spec,
         setup.micro_batch,
@@ -104,38 +111,51 @@ def estimate(setup: Setup, strategy: Strategy) -> Memory:
         c,
         setup.attention,
         strategy.checkpointing,
-    ).total
+        autocast=ddp and c != MASTER_BYTES,
+    )
     world = shard_world(setup, strategy)
     shard = model_shard_numel(spec, world)
     params = MASTER_BYTES * shard
     grads = MASTER_BYTES * shard
     optimizer = setup.optimizer_bytes * shard
+    step = STEP_TEMP_BYTES[setup.optimizer] * shard
     n, unit, root = spec.params, spec.layer_params, spec.root_params
-    if strategy.base == "ddp":
+    if ddp:
         # Under autocast, the low-precision weight copies stay alive until backward uses them.
         # (gradient_as_bucket_view=True makes the gradients views into DDP's buckets.)
-        buffers = (c * n) if c != MASTER_BYTES else 0
-        step = STEP_TEMP_BYTES[setup.optimizer] * shard
-        return Memory(params, grads, optimizer, acts, buffers, step, True, 0, 0)
-    # The root unit (embeddings, norm, head) is not resharded after forward, and its
-    # unsharded gradient lives through backward until its reduce-scatter at the end.
-    root_bytes = 2 * c * root
-    # The unit being reduced: its unsharded gradients plus the reduce-scatter input buffer.
-    reduce_bytes = (c + r) * unit
+        copies = (c * n) if c != MASTER_BYTES else 0
+        return Memory(params, grads, optimizer, acts, copies, copies, step, True, 0, 0)
+    # The root unit (embeddings, norm, head) is not resharded after forward; backward starts
+    # with it and the prefetched last layer gathered.
     if strategy.base == "no-reshard":
         # Every layer stays unsharded from its forward until its backward.
         gathered = c * unit * spec.num_layers
+        at_start = c * root + gathered
     else:
         gathered = 2 * c * unit  # the unit in use and the prefetched next one
-    buffers = root_bytes + gathered + reduce_bytes
+        at_start = c * root + c * unit
+    # In the layers' backward: the root's unsharded gradient (reduced at the very end), the
+    # gathered units, and the unit being reduced (its unsharded gradients plus the
+    # reduce-scatter input buffer).
+    buffers = 2 * c * root + gathered + (c + r) * unit
     cpu = 0
-    step = STEP_TEMP_BYTES[setup.optimizer] * shard
     if strategy.offload:
         # Sharded params, grads and optimizer states live in (pinned) CPU memory; each
         # all-gather first copies the unit's fp32 shard to the GPU.
         cpu = params + grads + optimizer
-        buffers += 2 * MASTER_BYTES * math.ceil(unit / world)
+        copy_in = 2 * MASTER_BYTES * math.ceil(unit / world)
+        buffers += copy_in
+        at_start += copy_in
         params = grads = optimizer = step = 0  # the optimizer steps on the CPU
     return Memory(
-        params, grads, optimizer, acts, buffers, step, False, cpu, cpu * setup.gpus_per_node
+        params,
+        grads,
+        optimizer,
+        acts,
+        at_start,
+        buffers,
+        step,
+        False,
+        cpu,
+        cpu * setup.gpus_per_node,
     )

@@ -138,6 +138,7 @@ def _strategy_row(setup: Setup, strategy: Strategy) -> dict[str, Any]:
         "per_gpu_bytes": mem.per_gpu(),
         "cpu_bytes": mem.cpu_per_node,
         "cpu_bytes_per_rank": mem.cpu_per_rank,
+        "peak_phase": max(mem.phases, key=mem.phases.get),
         "comm_bytes_per_step": traffic.total,
         "comm_seconds_per_step": round(traffic.seconds, 4),
         "comm": traffic.as_dict(),
@@ -251,9 +252,10 @@ def plan(
     rows = [_strategy_row(setup, s) for s in strategies.values()]
     notes = list(spec.notes)
     notes.append(
-        "total is the peak of a step, not the sum of the columns: with FSDP the sharded "
-        "gradients grow during backward while activations are freed, and the optimizer step "
-        "(whose temporaries are in optimizer_step) runs after activations are gone"
+        "total is the peak over a step (peak_phase says where), not the sum of the columns: "
+        "backward starts with every activation alive and no FSDP gradient yet, gradients and "
+        "reduce buffers grow as activations are freed, and the optimizer step (temporaries in "
+        "optimizer_step) runs with the activations gone"
     )
     notes.append(
         "totals leave out the CUDA context and NCCL's own buffers (about 0.5-2 GiB per GPU): "
