@@ -288,3 +288,13 @@ def test_model_id_reads_a_local_folder_through_autoconfig(tmp_path):
     result = plan(model=str(tmp_path), gpus=8, gpu_memory="80GB")
     assert result["model"]["source"] == "transformers"
     assert result["model"]["params"] == 7_241_732_096
+
+
+def test_text_report_plain_and_rich():
+    from fsdp_skill.plan.report import render_text
+
+    result = plan(model="qwen2-7b", gpus=8, gpu_memory="80GB")
+    for rich in (False, True):
+        text = render_text(result, rich=rich)
+        assert "fsdp2-full-shard" in text and "Recommendation:" in text
+        assert "qwen2-7b: 7.62B parameters" in text

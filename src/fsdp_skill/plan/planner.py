@@ -119,16 +119,21 @@ def _strategy_row(setup: Setup, strategy: Strategy) -> dict[str, Any]:
     world = memory.shard_world(setup, strategy)
     states = mem.params + mem.grads + mem.optimizer + mem.cpu_per_rank
     per_param = 4 + 4 + setup.optimizer_bytes
-    notes.append(
-        f"model states {format_bytes(states)} per rank = {per_param} bytes x "
-        f"{setup.spec.params:,} params / {world}" + (" (on the CPU)" if strategy.offload else "")
-    )
     even = setup.spec.params / world
     padded = memory.model_shard_numel(setup.spec, world)
+    where = " (on the CPU)" if strategy.offload else ""
     if setup.spec.exact and padded > even * 1.01:
         notes.append(
-            f"dim-0 sharding pads: the fullest rank holds {padded / even:.2f}x its even share "
-            "(a tensor with fewer rows than ranks cannot be split evenly)"
+            f"model states {format_bytes(states)} on the fullest rank{where}, "
+            f"{padded / even:.2f}x the even {per_param} bytes x {setup.spec.params:,} params / "
+            f"{world}: FSDP2 shards each tensor on dim 0, and a tensor with fewer rows than "
+            "ranks (e.g. stacked experts) leaves some ranks a full row and others none; "
+            "fully_shard's shard_placement_fn can shard such tensors on dim 1 instead"
+        )
+    else:
+        notes.append(
+            f"model states {format_bytes(states)} per rank{where} = {per_param} bytes x "
+            f"{setup.spec.params:,} params / {world}"
         )
     if not fits_cpu:
         notes.append(f"needs {format_bytes(mem.cpu_per_node)} of CPU memory per node")

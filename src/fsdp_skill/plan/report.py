@@ -15,10 +15,18 @@ COLUMNS = (
     "acts",
     "buffers",
     "total",
+    "peak at",
     "cpu/node",
     "comm/step",
     "comm time",
 )
+
+
+PHASES = {
+    "loss_backward": "loss bwd",
+    "layer_backward": "layer bwd",
+    "optimizer_step": "opt step",
+}
 
 
 def rows(result: dict[str, Any]) -> list[list[str]]:
@@ -36,6 +44,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
                 format_bytes(b["activations"]),
                 format_bytes(b["buffers"]),
                 format_bytes(b["total"]),
+                PHASES.get(s.get("peak_phase", ""), "-"),
                 format_bytes(s["cpu_bytes"]) if s["cpu_bytes"] else "-",
                 format_bytes(s["comm_bytes_per_step"]),
                 format_seconds(s["comm_seconds_per_step"]),
@@ -46,9 +55,12 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
 
 def header(result: dict[str, Any]) -> str:
     m, s = result["model"], result["setup"]
-    exact = "" if m["exact"] else " (count given; shapes assumed)"
+    if m["exact"]:
+        what = f"{m['name']}: {format_count(m['params'])} parameters"
+    else:
+        what = f"{format_count(m['params'])} parameters (Llama-style shapes assumed)"
     return (
-        f"{m['name']}: {format_count(m['params'])} parameters{exact}; {s['gpus']} GPU(s) on "
+        f"{what}; {s['gpus']} GPU(s) on "
         f"{s['nodes']} node(s), {format_bytes(s['gpu_memory'])} each "
         f"({format_bytes(s['usable_gpu_memory'])} usable); seq {s['seq_len']} x micro-batch "
         f"{s['micro_batch']}, {s['precision']}, {s['optimizer']}, {s['attention']} attention"
