@@ -73,3 +73,19 @@ def test_mixed_kinds_in_one_folder(tmp_path):
     result = hang([str(tmp_path / "logs"), str(tmp_path / "dumps")])
     assert result["culprit_ranks"] == [3]
     assert {i["kind"] for i in result["inputs"]} == {"flight-recorder", "nccl-watchdog"}
+
+
+def test_parallel_reading_gives_the_same_result(tmp_path, monkeypatch):
+    from fsdp_skill.diagnose import scan
+
+    fault = Fault("size", rank=5, seq=12)
+    WRITERS["nccl-per-rank"][0](tmp_path / "coll", 8, fault)
+    WRITERS["flight-recorder"][0](tmp_path / "fr", 8, fault)
+    WRITERS["watchdog-per-rank"][0](tmp_path / "wd", 8, fault)
+    paths = [str(tmp_path)]
+    sequential = hang(paths)
+    monkeypatch.setattr(scan, "PARALLEL_BYTES", 0)
+    assert scan._workers(sorted(tmp_path.rglob("*.log"))) > 1 or scan.os.cpu_count() == 1
+    parallel = hang(paths)
+    assert parallel == sequential
+    assert parallel["culprit_ranks"] == [5]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fsdp_skill.diagnose import advice, align
-from fsdp_skill.diagnose.scan import InputReport, scan
+from fsdp_skill.diagnose.scan import scan_all
 from fsdp_skill.diagnose.sources import expand
 from fsdp_skill.diagnose.trace import UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
@@ -96,8 +96,7 @@ def _rank_summary(trace: Trace) -> dict:
 def hang(paths: list[str]) -> dict:
     """Analyse the inputs; raise UsageError if nothing in them could be read."""
     files, problems = expand(paths)
-    trace = Trace()
-    reports: list[InputReport] = [scan(f, trace) for f in files]
+    trace, reports = scan_all(files)
     if not trace.ranks:
         details = problems + [f"{r.path}: {'; '.join(r.problems)}" for r in reports if r.problems]
         raise UsageError(

@@ -78,22 +78,21 @@ _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))(?
 _SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: (\d+)\)")
 _SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)[^(]*(?:\(pid: \d+\))?\s*(?:\((SIG\w+)\))?")
 
+_NCCL_INFO = b" NCCL INFO "
 _KEYWORDS = (
-    b"Init COMPLETE",
-    b"Init START",
     b"Watchdog caught",
     b"NCCL work:",
     b"CollectiveFingerPrint",
-    b"Traceback",
+    b"Traceback (most recent call last)",
+    b'File "',
     b"Error",
     b"Exception",
+    b"Interrupt",
+    b"Exit",
     b"exitcode",
+    b"(local_rank:",
 )
-_INTERESTING = re.compile(
-    rb"^[^\n]*?(?:Init COMPLETE|Init START|Watchdog caught|NCCL work:|CollectiveFingerPrint|"
-    rb"Traceback \(most|File \"|Error|Exception|Interrupt|SystemExit|exitcode|rank\s+: \d)[^\n]*",
-    re.MULTILINE,
-)
+"""Every line that can carry a fact contains one of these; other lines are never decoded."""
 
 COLLECTIVE_FUNCS = frozenset(
     "all_reduce all_gather all_gather_into_tensor all_gather_object all_gather_coalesced "
@@ -466,16 +465,45 @@ def _skip_hole(fh) -> int:
 
 
 def _scan_body(body: bytes, scanner: _TextScanner, report: InputReport) -> None:
-    report.lines += body.count(b"\n")
-    if b" NCCL INFO " in body and b"opCount" in body:
-        scanner.coll_chunk(body)
-    if any(k in body for k in _KEYWORDS):
-        for m in _INTERESTING.finditer(body):
-            line = m.group(0)
-            if len(line) > MAX_LINE:
-                report.truncated_lines += 1
-                line = line[:MAX_LINE]
+    lines = body.count(b"\n")
+    report.lines += lines
+    nccl = body.count(_NCCL_INFO)
+    rest = body
+    if nccl:
+        if b"opCount" in body:
+            scanner.coll_chunk(body)
+        for line in _lines_with(body, (b" - Init ",)):
             scanner.line(line)
+        # Keyword search only in the other lines: NCCL INFO lines are the bulk of such logs.
+        rest = (
+            b""
+            if nccl >= lines
+            else b"\n".join(x for x in body.split(b"\n") if _NCCL_INFO not in x)
+        )
+    for line in _lines_with(rest, _KEYWORDS):
+        if len(line) > MAX_LINE:
+            report.truncated_lines += 1
+            line = line[:MAX_LINE]
+        scanner.line(line)
+
+
+def _lines_with(body: bytes, keywords: tuple[bytes, ...]) -> list[bytes]:
+    """The lines of ``body`` that contain one of ``keywords``, in order (found with C substring
+    search, without splitting the text into lines)."""
+    starts = set()
+    for keyword in keywords:
+        pos = body.find(keyword)
+        while pos >= 0:
+            starts.add(body.rfind(b"\n", 0, pos) + 1)
+            end = body.find(b"\n", pos)
+            if end < 0:
+                break
+            pos = body.find(keyword, end)
+    lines = []
+    for start in sorted(starts):
+        end = body.find(b"\n", start)
+        lines.append(body[start : end if end >= 0 else len(body)])
+    return lines
 
 
 # --- flight recorder ---------------------------------------------------------------------------
@@ -581,3 +609,43 @@ def scan(path: Path, trace: Trace) -> InputReport:
     elif rank is None and not report.ranks:
         report.problems.append("could not tell which rank wrote this file")
     return report
+
+
+PARALLEL_BYTES = 64 << 20
+"""Inputs bigger than this in total are read by several processes, one file at a time each."""
+
+
+def _scan_alone(path: Path) -> tuple[Trace, InputReport]:
+    trace = Trace()
+    return trace, scan(path, trace)
+
+
+def _workers(files: list[Path]) -> int:
+    import multiprocessing as mp
+
+    try:
+        total = sum(f.stat().st_size for f in files)
+        cpus = len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return 1
+    if total < PARALLEL_BYTES or len(files) < 2 or "fork" not in mp.get_all_start_methods():
+        return 1
+    return max(1, min(cpus, len(files), 8))
+
+
+def scan_all(files: list[Path]) -> tuple[Trace, list[InputReport]]:
+    """Read every file; big inputs in parallel (same result as reading them in order)."""
+    workers = _workers(files)
+    trace = Trace()
+    if workers == 1:
+        return trace, [scan(f, trace) for f in files]
+    import multiprocessing as mp  # only here: these imports cost the fast path's start-up
+    from concurrent.futures import ProcessPoolExecutor
+
+    reports = []
+    chunk = max(1, len(files) // (workers * 4))
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+        for part, report in pool.map(_scan_alone, files, chunksize=chunk):
+            trace.merge(part)
+            reports.append(report)
+    return trace, reports

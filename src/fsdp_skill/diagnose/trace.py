@@ -195,3 +195,23 @@ class Trace:
 
     def has_sequences(self) -> bool:
         return any(s.sigs for st in self.ranks.values() for s in st.pgs.values())
+
+    def merge(self, other: Trace) -> None:
+        """Add everything ``other`` (read from other files) knows to this trace."""
+        translate = [self.intern(sig) for sig in other.signatures]
+        translate.append(UNKNOWN)  # index -1: UNKNOWN stays UNKNOWN
+        for rank, theirs in other.ranks.items():
+            mine = self.rank(rank)
+            for pg, seq in theirs.pgs.items():
+                if seq.base is not None:
+                    sigs = array("i", map(translate.__getitem__, seq.sigs))
+                    mine.sequence(pg).extend(seq.base, sigs)
+            for w in theirs.waits:
+                self.wait(rank, Wait(w.pg, w.seq, translate[w.sig], w.source, w.site))
+            mine.failure = mine.failure or theirs.failure
+            mine.error = mine.error or theirs.error
+            mine.last_enqueued.update(theirs.last_enqueued)
+            mine.last_completed.update(theirs.last_completed)
+        if other.world_size:
+            self.world_size = max(self.world_size or 0, other.world_size)
+        self.local_rank_prefixes |= other.local_rank_prefixes
