@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import Call, FileModel, call_arg, has_splat, key_of
@@ -13,6 +14,10 @@ PITFALL = "dataloader-without-distributed-sampler"
 SEVERITY = "warning"
 SUMMARY = "DataLoader without a per-rank split in a distributed script"
 
+_EVAL_WORDS = re.compile(
+    r"(?:^|[._])(?:val|valid|validation|eval|evaluation|test|dev)(?:$|[._])|_(?:val|eval|test)\b|^(?:val|eval|test)",
+    re.I,
+)
 _SPLITTERS = {"split_dataset_by_node", "shard", "DistributedSampler", "get_worker_info"}
 
 
@@ -48,6 +53,13 @@ def _per_rank(m: FileModel, expr: ast.expr | None, call: Call, depth: int = 0) -
     return False
 
 
+def _evaluation(m: FileModel, loader: Call, dataset: ast.expr | None) -> bool:
+    """True for a validation/test loader: evaluating the whole set on every rank wastes time
+    but gives the right numbers, so it is not this rule's business."""
+    names = [key_of(dataset) or ""] + [a.key for a in m.bound_to(loader.node)]
+    return any(_EVAL_WORDS.search(name) for name in names)
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not is_distributed(m):
         return
@@ -58,7 +70,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         if call_arg(node, 2, "sampler") is not None or call_arg(node, 3, "batch_sampler"):
             continue
         dataset = call_arg(node, 0, "dataset")
-        if _per_rank(m, dataset, loader):
+        if _per_rank(m, dataset, loader) or _evaluation(m, loader, dataset):
             continue
         label = key_of(dataset) or "the dataset"
         yield (
