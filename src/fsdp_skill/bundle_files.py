@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
@@ -17,6 +16,9 @@ _IGNORED = {"__pycache__", ".DS_Store"}
 
 
 def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data`` (hashlib loads OpenSSL, so it is imported only when hashing)."""
+    import hashlib
+
     return hashlib.sha256(data).hexdigest()
 
 

@@ -76,13 +76,25 @@ def _print_report(report, as_json: bool, keys: tuple[str, ...]) -> None:
 @click.option("--force", is_flag=True, help="Overwrite files you edited since install.")
 @_dry_run_option
 @_mcp_option
+@click.option(
+    "--api-refs/--no-api-refs",
+    default=True,
+    help="Rebuild the API references for the installed torch when its version differs "
+    "from the shipped ones (default: on).",
+)
 @json_option
-def install(clients, project, dest, force, dry_run, mcp, as_json) -> int:
+def install(clients, project, dest, force, dry_run, mcp, api_refs, as_json) -> int:
     """Install the pytorch-fsdp skill for your agent clients (idempotent)."""
     from fsdp_skill.install import install as run_install
 
     report = run_install(
-        list(clients) or None, project, dest, force=force, dry_run=dry_run, mcp=mcp
+        list(clients) or None,
+        project,
+        dest,
+        force=force,
+        dry_run=dry_run,
+        mcp=mcp,
+        api_refs=api_refs,
     )
     _print_report(report, as_json, ("installed", "skipped", "mcp"))
     return 0
@@ -335,9 +347,7 @@ def refresh(source, url, dest, as_json) -> int:
 @click.option(
     "--attention", type=click.Choice(["sdpa", "eager"]), default="sdpa", show_default=True
 )
-@click.option(
-    "--headroom", type=float, default=0.10, show_default=True, help="Fraction kept free."
-)
+@click.option("--headroom", type=float, default=0.10, show_default=True, help="Fraction kept free.")
 @click.option("--bandwidth", metavar="RATE", help="Bus bandwidth within a node: 150GB/s.")
 @click.option("--inter-node-bandwidth", metavar="RATE", help="Between nodes: 400Gbps, 25GB/s.")
 @click.option(

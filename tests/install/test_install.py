@@ -280,3 +280,37 @@ def test_interrupted_install_leaves_previous_bundle(tmp_path: Path, monkeypatch)
     with pytest.raises(UsageError, match="No space left"):
         installer.install(dest=tmp_path)
     assert snapshot(tmp_path) == before
+
+
+def test_api_references_follow_the_installed_torch(tmp_path: Path, monkeypatch):
+    """Another torch version than the shipped pages' gets pages built from it; the same does not."""
+    from fsdp_skill.install import api_pages, installer
+
+    files = {"SKILL.md": b"x", "references/api-x.md": b"<!-- generated ... from torch 2.13.0: -->"}
+    assert api_pages.shipped_version(files) == "2.13.0"
+
+    monkeypatch.setattr(api_pages, "installed_torch_version", lambda: "2.13.0")
+    assert api_pages.for_installed_torch(files) == (files, None)
+
+    from fsdp_skill.references import api
+
+    def fake_build_pages():
+        marker = api.marker("2.99.0")
+        return "2.99.0", {"api-fsdp2.md": f"{marker}\n# API: fully_shard\n"}
+
+    monkeypatch.setattr(api_pages, "installed_torch_version", lambda: "2.99.0")
+    monkeypatch.setattr(api, "build_pages", fake_build_pages)
+    report = installer.install(dest=tmp_path, mcp=False)
+    assert any("rebuilt for the installed torch 2.99.0" in a for a in report.actions)
+    pages = sorted(p.name for p in (tmp_path / SKILL / "references").glob("api-*.md"))
+    assert pages == ["api-fsdp2.md"]
+    assert "from torch 2.99.0" in (tmp_path / SKILL / "references" / "api-fsdp2.md").read_text()
+    # The rebuilt pages are install's own: a second install sees no user edit and writes nothing.
+    again = installer.install(dest=tmp_path, mcp=False)
+    assert again.installed == [] and again.skipped[0]["reason"] == "up to date"
+
+
+def test_launcher_searches_its_own_bundle(tmp_path: Path):
+    assert fsdp("install", "--dest", tmp_path).code == 0
+    text = (tmp_path / SKILL / "scripts" / "fsdp").read_text()
+    assert "FSDP_SKILL_BUNDLE" in text

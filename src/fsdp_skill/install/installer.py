@@ -18,7 +18,7 @@ from pathlib import Path
 from fsdp_skill import SKILL_NAME, __version__, atomic
 from fsdp_skill.bundle_files import BUNDLE_DIR, bundle_files, is_executable, sha256
 from fsdp_skill.errors import UsageError
-from fsdp_skill.install import mcp_config
+from fsdp_skill.install import api_pages, mcp_config
 from fsdp_skill.install.clients import CLIENTS, choose_folders, detect, reads
 
 MANIFEST = ".fsdp-skill-manifest.json"
@@ -283,6 +283,7 @@ def install(
     dry_run: bool = False,
     bundle: Path = BUNDLE_DIR,
     mcp: bool = True,
+    api_refs: bool = True,
 ) -> Report:
     """Install the bundle for ``clients`` (default: those detected) and return a report.
 
@@ -290,7 +291,9 @@ def install(
     Files the user edited since the last install are kept unless ``force``; a second install
     with nothing new writes nothing. Raises UsageError before writing anything when a target
     cannot be written. With ``mcp``, the MCP server is also registered in the JSON-configured
-    clients that were named, or (none named) whose config file exists.
+    clients that were named, or (none named) whose config file exists. With ``api_refs``,
+    the API references are rebuilt for the installed torch when it is not the version the
+    shipped pages come from.
     """
     skill_names, mcp_names = split_clients(clients)
     mcp_changes, mcp_skipped = (
@@ -307,6 +310,9 @@ def install(
     files = bundle_files(bundle)
     report = Report()
     report.actions.extend(notes)
+    if api_refs and targets:
+        files, note = api_pages.for_installed_torch(files)
+        report.actions.extend([note] if note else [])
     for target in targets:
         _install_one(target, files, force, dry_run, report)
     _finish_mcp(mcp_changes, mcp_skipped, dry_run, report)
