@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning"}
@@ -26,8 +27,9 @@ def text(result: dict, show_fix: bool = True) -> list[str]:
 
 
 def _uri(path: str) -> str:
+    """A relative or ``file:`` URI for a path (spaces and the like percent-encoded)."""
     p = Path(path)
-    return p.as_posix() if not p.is_absolute() else p.as_uri()
+    return p.as_uri() if p.is_absolute() else quote(p.as_posix())
 
 
 def sarif(result: dict, version: str) -> dict:
