@@ -100,7 +100,7 @@ def write_project(dest: Path, model: dict, options: dict, args: argparse.Namespa
     config_path = dest / "train_config.json"
     config = json.loads(config_path.read_text())
     config["data"].update(seq_len=args.seq_len, micro_batch=args.micro_batch)
-    config["optim"].update(warmup_steps=args.skip, decay_steps=10 * args.steps)
+    config["optim"].update(lr=3e-4, warmup_steps=args.skip, decay_steps=10 * args.steps)
     config_path.write_text(json.dumps(config, indent=2))
     return dest
 

@@ -539,7 +539,7 @@ def new_command(
     echo(f"wrote {len(result['files'])} files to {result['path']}:")
     for rel in result["files"]:
         echo(f"  {rel}")
-    echo(f"next: cd {result['path']} && NPROC=2 launch/torchrun.sh --device cpu --max-steps 20")
+    echo(f"next: cd {result['path']} && NPROC=2 launch/torchrun.sh --device cpu --max-steps 50")
     return 0
 
 

@@ -73,13 +73,13 @@ DEFAULTS: dict = {
         "num_workers": 0,
     },
     "optim": {
-        "lr": 3e-4,
+        "lr": 1e-3,  # for the small default model; larger models usually want 1e-4 to 3e-4
         "weight_decay": 0.1,
         "betas": [0.9, 0.95],
         "eps": 1e-8,
         "grad_clip": 1.0,
         "grad_accum": 1,  # micro-batches per optimizer step
-        "warmup_steps": 100,
+        "warmup_steps": 10,
         "decay_steps": None,  # length of the cosine schedule; None: max_steps
         "min_lr_ratio": 0.1,
     },
