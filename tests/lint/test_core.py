@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from fsdp_skill.lint.core import FileModel, key_of, root_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import key_of, root_of
 
 
 def _model(code: str) -> FileModel:

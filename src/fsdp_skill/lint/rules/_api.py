@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 
-from fsdp_skill.lint.core import Call, FileModel, Func, constant, is_under, key_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import constant, is_under, key_of
+from fsdp_skill.lint.records import Call, Func
 
 COLLECTIVES = {
     "all_reduce",

@@ -6,7 +6,9 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint import versions
-from fsdp_skill.lint.core import Call, FileModel, call_arg, is_inside, key_of, shard_kind
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, is_inside, key_of, shard_kind
+from fsdp_skill.lint.records import Call
 
 CODE = "FSDP002"
 PITFALL = "fully-shard-root-before-children"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Branch, Call, FileModel, constant
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import constant
+from fsdp_skill.lint.records import Branch, Call
 from fsdp_skill.lint.rules._api import is_collective
 
 CODE = "FSDP003"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Call, FileModel, Func, call_arg, key_of, last_name
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, key_of, last_name
+from fsdp_skill.lint.records import Call, Func
 
 CODE = "FSDP004"
 PITFALL = "process-group-init-off-main-thread"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Call, FileModel, call_arg, constant
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, constant
+from fsdp_skill.lint.records import Call
 
 CODE = "FSDP005"
 PITFALL = "nccl-without-per-rank-device"

@@ -6,7 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint import versions
-from fsdp_skill.lint.core import FileModel, call_arg
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg
 from fsdp_skill.lint.rules._api import dtype_of, policy_calls
 
 CODE = "FSDP006"

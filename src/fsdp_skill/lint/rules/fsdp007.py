@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import FileModel, call_arg, has_splat
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, has_splat
 from fsdp_skill.lint.rules._api import dtype_of, last, policy_calls
 
 CODE = "FSDP007"

@@ -6,7 +6,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Call, FileModel, call_arg, has_splat, key_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, has_splat, key_of
+from fsdp_skill.lint.records import Call
 from fsdp_skill.lint.rules._api import is_distributed
 
 CODE = "FSDP009"

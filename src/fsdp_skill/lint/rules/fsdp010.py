@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import FileModel, call_arg
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg
 
 CODE = "FSDP010"
 PITFALL = "fsdp1-generic-clip-grad-norm"

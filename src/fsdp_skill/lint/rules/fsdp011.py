@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import FileModel, call_arg, constant, has_splat, key_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, constant, has_splat, key_of
 
 CODE = "FSDP011"
 PITFALL = "fsdp1-no-auto-wrap-policy"

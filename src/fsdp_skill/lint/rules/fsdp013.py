@@ -6,7 +6,8 @@ import ast
 import re
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import FileModel, constant
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import constant
 
 CODE = "FSDP013"
 PITFALL = "deprecated-distributed-launch"

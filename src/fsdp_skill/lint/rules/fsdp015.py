@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Assign, FileModel, call_arg, constant, is_inside, key_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, constant, is_inside, key_of
+from fsdp_skill.lint.records import Assign
 from fsdp_skill.lint.rules._api import kwarg_is, last
 
 CODE = "FSDP015"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from fsdp_skill.lint.core import Call, FileModel, call_arg, key_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, key_of
+from fsdp_skill.lint.records import Call
 from fsdp_skill.lint.rules._api import last, optimizer_calls
 
 CODE = "FSDP017"

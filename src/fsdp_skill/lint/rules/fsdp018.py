@@ -6,7 +6,9 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint import versions
-from fsdp_skill.lint.core import Class, FileModel, Func, call_arg, constant, key_of
+from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.nodes import call_arg, constant, key_of
+from fsdp_skill.lint.records import Class, Func
 
 CODE = "FSDP018"
 PITFALL = "fsdp2-method-bypasses-forward-hooks"
