@@ -17,7 +17,12 @@ from urllib.parse import urlparse
 from fsdp_skill.errors import UsageError
 from fsdp_skill.plan import bundled
 
-_OFFLINE_HINT = "download its config.json and pass --model-config config.json"
+
+def _offline_hint() -> str:
+    return (
+        "download its config.json and pass --model-config config.json, or use a bundled "
+        f"name ({', '.join(bundled.names())})"
+    )
 
 
 def resolve(model_id: str) -> tuple[dict[str, Any], str]:
@@ -41,7 +46,7 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
             if not _hub_reachable():
                 raise UsageError(
                     f"{model_id!r} is not in the local cache and the hub cannot be reached "
-                    f"(offline); {_OFFLINE_HINT}"
+                    f"(offline); {_offline_hint()}"
                 )
             try:
                 config = AutoConfig.from_pretrained(model_id)
@@ -49,7 +54,7 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
                 text = str(exc).strip()
                 reason = text.splitlines()[0] if text else type(exc).__name__
                 raise UsageError(
-                    f"cannot load the config of {model_id!r} ({reason}); {_OFFLINE_HINT}"
+                    f"cannot load the config of {model_id!r} ({reason}); {_offline_hint()}"
                 ) from None
     data = config.to_dict()
     # Composite configs (e.g. multimodal) keep the language model under text_config.
