@@ -8,9 +8,8 @@ from fsdp_skill.lint import lint_paths
 
 def test_project_templates_lint_clean():
     assets = BUNDLE_DIR / "assets"
-    scripts = sorted(assets.rglob("*.py")) if assets.exists() else []
-    if not scripts:
-        return  # no templates shipped yet
+    scripts = sorted(assets.rglob("*.py"))
+    assert scripts, f"no Python template under {assets}"
     result = lint_paths([str(p) for p in scripts])
     assert result["errors"] == []
     assert result["findings"] == [], [
