@@ -22,9 +22,8 @@ from fsdp_skill.lint.walker import Walker
 class FileModel(RankQueries, ShardQueries):
     """Everything the rules know about one module, built by one walk of its AST."""
 
-    def __init__(self, tree: ast.Module, lines: list[str] | None = None) -> None:
+    def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
-        self.lines = lines or []
         self.module = Func(None, "<module>", [])
         self.aliases: dict[str, str] = {}
         self.imports: list[tuple[ast.AST, str]] = []
