@@ -4,6 +4,7 @@ Writes one ``NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL`` log per rank (``ranks x co
 lines in all, one rank missing the last collective), then times the analysis in a fresh
 process and reads its peak memory. The baseline, measured in the same run on the same files,
 is a plain read of every byte with a newline count: the cost of the I/O alone.
+"hang CPU s" adds the CPU time of all processes: on a busy machine it is the steadier figure.
 Each row doubles the data of the row before, so time should double too; memory grows with
 the compact per-rank sequences (4 bytes per collective) on top of the interpreter. Inputs over
 64 MiB are read by one worker process per CPU; the last column is the largest worker's peak.
@@ -29,10 +30,12 @@ import json, resource, sys, time
 from fsdp_skill.diagnose import hang
 start = time.perf_counter()
 result = hang([sys.argv[1]])
+me, workers = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 print(json.dumps({
     "seconds": time.perf_counter() - start,
-    "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    "worker_peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    "cpu_seconds": me.ru_utime + me.ru_stime + workers.ru_utime + workers.ru_stime,
+    "peak_kib": me.ru_maxrss,
+    "worker_peak_kib": workers.ru_maxrss,
     "verdict": result["verdict"],
     "culprits": result["culprit_ranks"],
     "ranks": result["ranks"],
@@ -104,9 +107,9 @@ def main() -> None:
 
     print(
         "| ranks | collectives/rank | log lines | log MiB | baseline read s | hang s "
-        "| peak MiB main | peak MiB per worker | verdict (culprits) |"
+        "| hang CPU s | peak MiB main | peak MiB per worker | verdict (culprits) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     root = Path(tempfile.mkdtemp(prefix="hang-bench-"))
     try:
         for ranks, ops in sizes:
@@ -119,7 +122,8 @@ def main() -> None:
             worker = result["worker_peak_kib"] / 1024
             print(
                 f"| {ranks:,} | {ops:,} | {lines:,} | {size / 2**20:,.0f} | {base['seconds']:.2f} "
-                f"| {result['seconds']:.2f} | {peak:,.0f} | {worker:,.0f} "
+                f"| {result['seconds']:.2f} | {result['cpu_seconds']:.2f} | {peak:,.0f} "
+                f"| {worker:,.0f} "
                 f"| {result['verdict']} ({', '.join(map(str, result['culprits']))}) |",
                 flush=True,
             )

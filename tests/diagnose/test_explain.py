@@ -102,3 +102,12 @@ def test_cli_text_json_and_exit_codes(tmp_path):
     result = _cli("explain", "--file", str(tmp_path / "missing.log"))
     assert result.returncode == 2
     assert result.stderr.startswith("fsdp-skill: error: cannot read")
+
+
+def test_ranks_from_torchrun_failure_summary():
+    from tests.diagnose.capture import FIXTURES
+
+    text = (FIXTURES / "rank_killed" / "torchrun.log").read_text(encoding="utf-8")
+    matches = {m["id"]: m for m in explain(text)["matches"]}
+    assert matches["rank-killed-by-signal"]["ranks"] == [1]
+    assert matches["peer-connection-lost"]["ranks"] == [0, 2]

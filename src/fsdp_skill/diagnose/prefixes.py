@@ -21,11 +21,26 @@ def split_prefix(line: str) -> tuple[int | None, bool, str]:
     return int(m.group(2)), m.group(1) in ("rank", ""), line[m.end() :]
 
 
+# torchrun's failure summary: "[1]:" opens an entry, "  rank : 3 (local_rank: 3)" names it.
+_SUMMARY_ENTRY = re.compile(r"^\[\d+\]:\s*$|^[=-]{10,}\s*$")
+_SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+) \(local_rank: \d+\)")
+
+
 def strip_prefixes(text: str) -> tuple[str, list[int | None]]:
-    """The text with every line's rank prefix removed, and each line's rank (or None)."""
+    """The text with every line's rank prefix removed, and each line's rank (or None).
+
+    Lines of an entry in torchrun's failure summary belong to the rank the entry names.
+    """
     lines, ranks = [], []
+    summary_rank: int | None = None
     for line in text.splitlines():
         rank, _, rest = split_prefix(line)
+        if rank is None:
+            if _SUMMARY_ENTRY.match(line):
+                summary_rank = None
+            elif m := _SUMMARY_RANK.match(line):
+                summary_rank = int(m.group(1))
+            rank = summary_rank
         lines.append(rest)
         ranks.append(rank)
     return "\n".join(lines), ranks
