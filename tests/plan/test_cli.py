@@ -298,3 +298,13 @@ def test_text_report_plain_and_rich():
         text = render_text(result, rich=rich)
         assert "fsdp2-full-shard" in text and "Recommendation:" in text
         assert "qwen2-7b: 7.62B parameters" in text
+
+
+def test_composite_config_reads_its_text_config():
+    from fsdp_skill.plan import bundled
+
+    inner = bundled.load("llama-2-7b")
+    result = plan(
+        model_config={"model_type": "llava", "text_config": inner}, gpus=8, gpu_memory="80GB"
+    )
+    assert result["model"]["params"] == 6_738_415_616

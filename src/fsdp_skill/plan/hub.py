@@ -56,11 +56,7 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
                 raise UsageError(
                     f"cannot load the config of {model_id!r} ({reason}); {_offline_hint()}"
                 ) from None
-    data = config.to_dict()
-    # Composite configs (e.g. multimodal) keep the language model under text_config.
-    if "hidden_size" not in data and isinstance(data.get("text_config"), dict):
-        data = data["text_config"]
-    return data, "transformers"
+    return config.to_dict(), "transformers"
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

@@ -137,6 +137,9 @@ def from_hf_config(config: dict[str, Any], name: str = "model") -> ModelSpec:
     """
     if not isinstance(config, dict):
         raise UsageError("model config must be a JSON object")
+    # Composite configs (e.g. vision-language) keep the language model under text_config.
+    if "hidden_size" not in config and isinstance(config.get("text_config"), dict):
+        config = config["text_config"]
     model_type = str(config.get("model_type") or "").lower()
     if model_type == "gpt2":
         return _gpt2(config, name)

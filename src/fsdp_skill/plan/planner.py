@@ -277,6 +277,8 @@ def plan(
             f"--seq-len {setup.seq_len} is longer than the {spec.max_positions} positions "
             "the model config declares"
         )
+    if setup.precision == "fp16":
+        notes.append("fp16 compute needs loss scaling (a gradient scaler); bf16 does not")
     if spec.family == "gpt2":
         notes.append("GPT-2 activations are approximate (attention dropout): expect +-25%")
     return {
