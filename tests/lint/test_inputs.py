@@ -192,3 +192,11 @@ def test_pyproject_torch_version_sets_the_advice(tmp_path: Path):
     assert finding["code"] == "FSDP018" and "_composable" in finding["fix"]
     (finding,) = lint_paths([str(tmp_path)], torch_version="2.8")["findings"]
     assert "_composable" not in finding["fix"]
+
+
+def test_devices_and_pipes_are_refused_not_read(tmp_path: Path):
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    result = lint_paths([str(fifo), "/dev/zero"])
+    assert result["files"] == 0
+    assert [e["message"] for e in result["errors"]] == ["not a regular file"] * 2

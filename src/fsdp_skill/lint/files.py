@@ -124,6 +124,9 @@ def discover(paths: list[str]) -> tuple[list[Path], list[Problem]]:
             absolute = path.resolve()
             ignores = _ancestor_ignores(absolute)
             _walk(path, absolute, ignores, found, problems, seen)
+        elif not stat.S_ISREG(info.st_mode):
+            # a pipe or a device could block or never end: lint code through `-` instead
+            problems.append(Problem(raw, "not a regular file"))
         else:
             if _excluded(path, config.for_folder(path.resolve().parent)):
                 continue
