@@ -200,3 +200,13 @@ def test_devices_and_pipes_are_refused_not_read(tmp_path: Path):
     result = lint_paths([str(fifo), "/dev/zero"])
     assert result["files"] == 0
     assert [e["message"] for e in result["errors"]] == ["not a regular file"] * 2
+
+
+def test_a_pipe_inside_a_folder_is_reported_not_read(tmp_path: Path):
+    _write(tmp_path / "a.py", BAD)
+    os.mkfifo(tmp_path / "b.py")
+    result = lint_paths([str(tmp_path)])
+    assert result["files"] == 1 and _codes(result) == ["FSDP003"]
+    assert [(Path(e["path"]).name, e["message"]) for e in result["errors"]] == [
+        ("b.py", "not a regular file")
+    ]

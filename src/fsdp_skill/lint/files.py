@@ -175,6 +175,9 @@ def _walk(
             except OSError as exc:
                 problems.append(Problem(str(path), _os_reason(exc)))
                 continue
+        elif not entry.is_file(follow_symlinks=False):
+            problems.append(Problem(str(path), "not a regular file"))
+            continue
         key = abs_path.resolve() if entry.is_symlink() else abs_path
         if key not in seen:
             seen.add(key)
