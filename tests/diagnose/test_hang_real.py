@@ -67,3 +67,12 @@ def test_live_capture(name, tmp_path: Path):
     assert (result["verdict"], result["culprit_ranks"]) == EXPECTED[name], (
         tmp_path / "torchrun.log"
     ).read_text()[-3000:]
+
+
+def test_json_flight_recorder_dumps_of_a_healthy_run():
+    """Dumps written by ``_dump_fr_trace_json`` after two all_reduces that finished (gloo
+    retires finished entries but leaves their state at "scheduled")."""
+    result = hang([str(FIXTURES / "clean_fr_json")])
+    assert (result["verdict"], result["culprit_ranks"]) == ("no-divergence", [])
+    assert [i["kind"] for i in result["inputs"]] == ["flight-recorder", "flight-recorder"]
+    assert result["rank_states"]["0"]["collectives"] == {"default": 2}

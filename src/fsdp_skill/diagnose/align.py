@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fsdp_skill.diagnose.trace import DEFAULT_PG, UNKNOWN, Sequence, Trace
+from fsdp_skill.diagnose.trace import COLL_SUFFIX, DEFAULT_PG, UNKNOWN, Sequence, Trace
 
 ABSENT = -2
 """The rank's log ends before this collective: it never reached it."""
@@ -202,10 +202,12 @@ def all_waiting(trace: Trace) -> Divergence | None:
 
 
 def _last_common_collective(trace: Trace) -> Divergence | None:
-    """Logs of collectives only (no timeouts): if the ranks agree all the way, a hung job is
-    stuck in the last collective they all launched."""
+    """NCCL COLL logs say what was launched, not what finished: if the ranks agree all the way,
+    a hung job is stuck in the last collective they all launched. (Flight-recorder dumps say
+    what finished; there, no pending entry means nobody waits.)"""
     pgs = sorted(
-        {pg for st in trace.ranks.values() for pg in st.pgs}, key=lambda p: p != DEFAULT_PG
+        {pg for st in trace.ranks.values() for pg in st.pgs if pg.endswith(COLL_SUFFIX)},
+        key=lambda p: p != DEFAULT_PG + COLL_SUFFIX,
     )
     for pg in pgs:
         members = {r: st.pgs[pg] for r, st in trace.ranks.items() if pg in st.pgs}

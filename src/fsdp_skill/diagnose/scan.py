@@ -547,7 +547,9 @@ def scan_dump(path: Path, trace: Trace, report: InputReport, rank: int | None) -
             report.problems.append("skipped a malformed flight-recorder entry")
             continue
         state.sequence(pg).put(seq, sig)
-        if entry.get("state") != "completed" and pg not in waiting:
+        # Gloo leaves the state at "scheduled" but retires finished entries.
+        pending = entry.get("state") != "completed" and not entry.get("retired")
+        if pending and pg not in waiting:
             waiting.add(pg)
             trace.wait(rank, Wait(pg, seq, sig, "flight-recorder", _frame_site(entry)))
     for pg_id, status in (dump.get("pg_status") or {}).items():
