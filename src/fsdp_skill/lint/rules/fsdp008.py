@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import call_arg, constant, key_of
+from fsdp_skill.lint.nodes import call_arg, constant, key_of, last_name
 from fsdp_skill.lint.records import Call
 from fsdp_skill.lint.rules._api import last
 
@@ -52,17 +52,29 @@ def _loaders_using(m: FileModel, sampler: Call) -> list[str]:
     return out
 
 
+def _has_epoch_loop(m: FileModel) -> bool:
+    """True if the file trains for several epochs (``for epoch in range(...)``): the sampler it
+    builds is then used across epochs, wherever the loader travels."""
+    for key, records in m.assigns.items():
+        if "epoch" in key.lower() and "." not in key:
+            for a in records:
+                if a.loop and isinstance(a.value, ast.Call) and last_name(a.value.func) == "range":
+                    return True
+    return False
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if "set_epoch" in m.identifiers:
         return
     iterated = _iterated_keys(m)
+    epochs = _has_epoch_loop(m)
     for sampler in m.calls_to("DistributedSampler", module="torch.utils.data"):
         if last(m.call_name(sampler)) != "DistributedSampler":
             continue
         shuffle = call_arg(sampler.node, 3, "shuffle")
         if shuffle is not None and constant(shuffle) is False:
             continue
-        if any(key in iterated for key in _loaders_using(m, sampler)):
+        if epochs or any(key in iterated for key in _loaders_using(m, sampler)):
             yield (
                 sampler.node,
                 (
