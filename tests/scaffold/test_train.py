@@ -332,3 +332,14 @@ def test_gradient_accumulation_matches_the_larger_micro_batch(project, reference
     recs, _ = train(project, 2, *args)
     for step, value in losses(recs).items():
         assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
+
+
+def test_one_rank_with_the_same_global_batch_follows_the_same_curve(project, reference):
+    """Same seed: the same initial weights and the same samples per step at any world size."""
+    config = json.loads((project / "train_config.json").read_text())
+    config["data"]["micro_batch"] = 8  # 1 rank x 8 = 2 ranks x 4
+    (project / "ws1_config.json").write_text(json.dumps(config))
+    args = ("--config", "ws1_config.json", "--max-steps", "5", "--checkpoint-dir", "ck_one")
+    recs, _ = train(project, 1, *args)
+    for step, value in losses(recs).items():
+        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
