@@ -210,3 +210,21 @@ def test_a_pipe_inside_a_folder_is_reported_not_read(tmp_path: Path):
     assert [(Path(e["path"]).name, e["message"]) for e in result["errors"]] == [
         ("b.py", "not a regular file")
     ]
+
+
+def test_file_level_noqa():
+    assert _codes(lint_source("# fsdp-skill: noqa\n" + BAD)) == []
+    assert _codes(lint_source("# fsdp-skill: noqa: FSDP003\n" + BAD)) == []
+    assert _codes(lint_source("# fsdp-skill: noqa: FSDP001\n" + BAD)) == ["FSDP003"]
+    assert _codes(lint_source("x = 1  # fsdp-skill: noqa\n" + BAD)) == ["FSDP003"]
+
+
+def test_per_file_ignores(tmp_path: Path):
+    _write(
+        tmp_path / "pyproject.toml",
+        '[tool.fsdp-skill.lint]\nper-file-ignores = { "repro/*" = ["FSDP003"] }\n',
+    )
+    _write(tmp_path / "repro" / "hang.py", BAD)
+    _write(tmp_path / "train.py", BAD)
+    result = lint_paths([str(tmp_path)])
+    assert [Path(f["path"]).name for f in result["findings"]] == ["train.py"]

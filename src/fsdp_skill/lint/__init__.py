@@ -76,7 +76,7 @@ def lint_paths(
         cfg = resolved[folder]
         codes = engine.chosen_codes(
             select if select is not None else (list(cfg.select) if cfg.select else None),
-            [*cfg.ignore, *(ignore or [])],
+            [*cfg.ignores_for(path), *(ignore or [])],
         )
         version = explicit_version or engine.resolve_version(cfg.torch_version)
         checked += 1

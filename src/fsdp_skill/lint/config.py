@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -14,7 +15,7 @@ else:  # pragma: no cover
 
 from fsdp_skill.errors import UsageError
 
-_KEYS = {"select", "ignore", "exclude", "extend-exclude", "torch-version"}
+_KEYS = {"select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "torch-version"}
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,22 @@ class LintConfig:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = field(default_factory=tuple)
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(glob relative to ``root``, codes) pairs."""
     torch_version: str | None = None
+
+    def ignores_for(self, path: Path) -> list[str]:
+        """The configured ignores plus the per-file ignores whose glob matches ``path``."""
+        codes = list(self.ignore)
+        if self.per_file_ignores and self.root is not None:
+            try:
+                rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+            except (ValueError, OSError):
+                rel = path.as_posix()
+            for pattern, extra in self.per_file_ignores:
+                if fnmatch.fnmatch(rel, pattern) or fnmatch.fnmatch(path.name, pattern):
+                    codes += extra
+        return codes
 
 
 def _strings(value: object, key: str, path: Path) -> tuple[str, ...]:
@@ -67,5 +83,15 @@ def _read(path: Path) -> LintConfig:
         ignore=_strings(section.get("ignore", []), "ignore", path),
         exclude=_strings(section.get("exclude", []), "exclude", path)
         + _strings(section.get("extend-exclude", []), "extend-exclude", path),
+        per_file_ignores=_per_file(section.get("per-file-ignores", {}), path),
         torch_version=version,
+    )
+
+
+def _per_file(value: object, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: [tool.fsdp-skill.lint] per-file-ignores must be a table")
+    return tuple(
+        (pattern, _strings(codes, f"per-file-ignores.{pattern}", path))
+        for pattern, codes in value.items()
     )

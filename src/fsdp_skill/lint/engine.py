@@ -11,6 +11,10 @@ from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.rules import CODES, all_rules
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+\d+(?:\s*,\s*[A-Z]+\d+)*))?", re.IGNORECASE)
+_FILE_NOQA = re.compile(
+    r"^\s*#\s*fsdp-skill:\s*noqa(?::\s*(?P<codes>[A-Z]+\d+(?:\s*,\s*[A-Z]+\d+)*))?\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
 _TRIGGERS = ("torch", "dist", "fsdp", "FSDP", "DataLoader", "local_rank", "local-rank")
 
 
@@ -63,10 +67,17 @@ def chosen_codes(select: list[str] | None, ignore: list[str] | None) -> set[str]
 
 
 def noqa_lines(source: str) -> dict[int, set[str] | None]:
-    """``{line: codes}`` for ``# noqa: FSDPnnn`` comments (None: a bare ``# noqa``)."""
+    """``{line: codes}`` for ``# noqa: FSDPnnn`` comments (None: a bare ``# noqa``); line 0
+    holds a whole-file ``# fsdp-skill: noqa[: FSDPnnn]`` on a line of its own."""
     out: dict[int, set[str] | None] = {}
     if "noqa" not in source and "NOQA" not in source:
         return out
+    for match in _FILE_NOQA.finditer(source):
+        codes = match.group("codes")
+        if codes is None:
+            out[0] = None
+        elif out.get(0, set()) is not None:
+            out[0] = out.get(0, set()) | {c.strip().upper() for c in codes.split(",")}
     for number, line in enumerate(source.splitlines(), start=1):
         if "#" not in line:
             continue
@@ -80,7 +91,7 @@ def noqa_lines(source: str) -> dict[int, set[str] | None]:
 def _suppressed(noqa: dict[int, set[str] | None], node: ast.AST, code: str) -> bool:
     first = getattr(node, "lineno", 0)
     last = getattr(node, "end_lineno", first) or first
-    for line in (first, last) if last != first else (first,):
+    for line in (0, first, last):
         if line in noqa:
             codes = noqa[line]
             if codes is None or code in codes:
