@@ -6,6 +6,11 @@ and the last ones fewer (or none). Parameters are stored in a buffer padded to c
 rows on every rank; gradients and optimizer states have the unpadded local size. The planner
 reports the fullest rank, so: stored parameters match exactly on every rank, gradients and
 optimizer states match exactly on the fullest rank and are never larger elsewhere.
+
+The collectives are counted too (the script wraps all_gather_single, reduce_scatter_single and
+all_reduce): the planner's per-rank all-gather, reduce-scatter and (HSDP) all-reduce volumes
+of one forward and backward must match what FSDP2 actually sent. Collectives move the padded
+shards, which is why the planner counts world x the fullest rank's elements.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ def _results(world: int) -> list[dict]:
     assert proc.returncode == 0, proc.stderr[-3000:]
     # ranks share stdout, so lines can interleave: pick out each flat JSON object
     rows = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]
-    assert len(rows) == 4 * world, proc.stdout[-2000:]
+    runs = 4 + (1 if world == 4 else 0)  # at world size 4 also HSDP on a 2 x 2 mesh
+    assert len(rows) == runs * world, proc.stdout[-2000:]
     return rows
 
 
@@ -48,4 +54,10 @@ def test_model_state_bytes_match_real_shards(world):
             # all ranks together hold the model exactly once (4 bytes per element, fp32)
             per_element = 8 if kind == "optimizer" else 4
             total = sum(r[f"{kind}_local"] for r in ranks)
-            assert total == per_element * ranks[0]["params_total"], (model, kind)
+            replicas = 2 if model.endswith("-hsdp") else 1
+            assert total == replicas * per_element * ranks[0]["params_total"], (model, kind)
+        # one forward + backward: bytes each rank sends, counted at the collectives
+        for r in ranks:
+            for kind in ("all_gather", "reduce_scatter", "all_reduce"):
+                sent, planned = r[f"{kind}_sent"], r[f"{kind}_planned"]
+                assert abs(sent - planned) <= 0.01 * max(planned, 1), (model, kind, sent, planned)

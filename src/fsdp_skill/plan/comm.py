@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fsdp_skill.plan.memory import MASTER_BYTES, model_shard_numel, shard_world
+from fsdp_skill.plan.memory import MASTER_BYTES, model_shard_numel, shard_numel, shard_world
 from fsdp_skill.plan.setup import Setup
 from fsdp_skill.plan.strategies import Strategy
 
@@ -55,10 +55,13 @@ def estimate(setup: Setup, strategy: Strategy, pcie_bandwidth: float = 20e9) -> 
         return Comm(0, 0, all_reduce, 0, all_reduce / bw)
     world = shard_world(setup, strategy)
     gathers = 1 if strategy.base == "no-reshard" else 2
+    # Collectives move the padded shards: world x the fullest rank's elements.
+    total = world * model_shard_numel(spec, world)
+    root = world * shard_numel(spec.root_tensors, world) if spec.exact else spec.root_params
     # The root unit keeps its parameters through backward, so it is gathered once only.
-    gathered = c * (n + (gathers - 1) * (n - spec.root_params))
+    gathered = c * (total + (gathers - 1) * (total - root))
     all_gather = _ring(world) * gathered
-    reduce_scatter = _ring(world) * r * n
+    reduce_scatter = _ring(world) * r * total
     all_reduce = 0.0
     spans_nodes = multi_node and strategy.base != "hsdp"
     bw = setup.inter_bandwidth if spans_nodes else setup.intra_bandwidth

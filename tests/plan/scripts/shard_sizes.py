@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from fsdp_skill.plan import memory
+from fsdp_skill.plan import comm, memory
 from fsdp_skill.plan.model import from_hf_config
 from fsdp_skill.plan.setup import Setup
 from fsdp_skill.plan.strategies import Strategy
@@ -63,26 +63,68 @@ MODELS = {
 }
 
 
+TRAFFIC = {"all_gather": 0, "reduce_scatter": 0, "all_reduce": 0}
+
+
+def _count(kind, size_of, original):
+    """Wrap a collective so it adds the bytes of the full (gathered / reduced) tensor."""
+
+    def wrapper(*args, **kwargs):
+        TRAFFIC[kind] += size_of(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size()
+
+
+dist.all_gather_single = _count(
+    "all_gather", lambda out, *a, **k: _nbytes(out), dist.all_gather_single
+)
+dist.reduce_scatter_single = _count(
+    "reduce_scatter",
+    lambda *a, **k: _nbytes(k.get("input", a[1] if len(a) > 1 else None)),
+    dist.reduce_scatter_single,
+)
+dist.all_reduce = _count("all_reduce", lambda t, *a, **k: _nbytes(t), dist.all_reduce)
+
+
 def local_bytes(tensors) -> int:
     return sum(t.to_local().numel() * t.element_size() for t in tensors)
+
+
+def runs(world: int):
+    """(name, config, strategy base, nodes): every model fully sharded, plus HSDP on 2 x 2."""
+    for name, raw in MODELS.items():
+        yield name, raw, "full-shard", 1
+    if world == 4:
+        yield "tiny-llama-hsdp", MODELS["tiny-llama"], "hsdp", 2
 
 
 def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for name, raw in MODELS.items():
+    for name, raw, base, nodes in runs(world):
         raw = dict(raw)
         config = AutoConfig.for_model(raw.pop("model_type"), **raw)
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config)
+        if base == "hsdp":
+            mesh = init_device_mesh("cpu", (nodes, world // nodes), mesh_dim_names=("r", "s"))
+        else:
+            mesh = init_device_mesh("cpu", (world,))
         for layer in model.model.layers:
             fully_shard(layer, mesh=mesh, mp_policy=mp)
         fully_shard(model, mesh=mesh, mp_policy=mp)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         ids = torch.randint(0, config.vocab_size, (2, 16))
+        for kind in TRAFFIC:
+            TRAFFIC[kind] = 0
         model(input_ids=ids, labels=ids).loss.backward()
+        traffic = dict(TRAFFIC)
         optimizer.step()
 
         params = list(model.parameters())
@@ -98,7 +140,7 @@ def main() -> None:
         setup = Setup(
             spec=spec,
             gpus=world,
-            nodes=1,
+            nodes=nodes,
             gpu_memory=10**12,
             seq_len=16,
             micro_batch=2,
@@ -111,7 +153,11 @@ def main() -> None:
             inter_bandwidth=1e9,
             bandwidth_assumed=True,
         )
-        planned = memory.estimate(setup, Strategy("full-shard"))
+        strategy = Strategy(base)
+        planned = memory.estimate(setup, strategy)
+        planned_comm = comm.estimate(setup, strategy)
+        shard = world // nodes
+        ring = (shard - 1) / shard
         row = {
             "model": name,
             "rank": rank,
@@ -125,6 +171,13 @@ def main() -> None:
             "optimizer_local": local_bytes(states),
             "params_total": sum(p.numel() for p in params),
             "params_spec": spec.params,
+            # bytes each rank sends, ring accounting, as the planner counts them
+            "all_gather_sent": ring * traffic["all_gather"],
+            "all_gather_planned": planned_comm.all_gather,
+            "reduce_scatter_sent": ring * traffic["reduce_scatter"],
+            "reduce_scatter_planned": planned_comm.reduce_scatter,
+            "all_reduce_sent": 2 * (nodes - 1) / nodes * traffic["all_reduce"],
+            "all_reduce_planned": planned_comm.all_reduce,
         }
         print("RESULT " + json.dumps(row), flush=True)
     dist.barrier()
