@@ -67,6 +67,7 @@ def parse_args() -> argparse.Namespace:
         "--variants", default=DEFAULT_VARIANTS, help=f"comma-separated, of: {', '.join(VARIANTS)}"
     )
     parser.add_argument("--keep", type=Path, help="write the projects here and keep them")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per variant")
     parser.add_argument("--smoke", action="store_true", help="CPU, tiny model, a few steps")
     return parser.parse_args()
 
@@ -123,9 +124,16 @@ def run_variant(project: Path, args: argparse.Namespace, device: str, peak: floa
     config = json.loads((project / "train_config.json").read_text())
     config["peak_flops"] = peak  # train.py's MFU is then the fraction of the measured baseline
     (project / "train_config.json").write_text(json.dumps(config, indent=2))
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=project)
+    try:
+        proc = subprocess.run(
+            command, capture_output=True, text=True, cwd=project, timeout=args.timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {args.timeout} s"}
     if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:120]}
+        print(proc.stderr[-4000:], file=sys.stderr)  # the reason, for whoever runs it
+        errors = [x for x in proc.stderr.splitlines() if "Error" in x] or ["failed"]
+        return {"error": errors[-1].strip()[:120]}
     records = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     steady = [r for r in records if r["step"] > args.skip] or records
     tokens_per_s = statistics.median(r["tokens_per_s"] for r in steady)

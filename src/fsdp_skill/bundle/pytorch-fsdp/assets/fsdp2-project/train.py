@@ -168,14 +168,17 @@ def load_options(args: argparse.Namespace) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def setup_distributed(device_type: str) -> tuple[int, int, torch.device]:
+def setup_distributed(device_type: str, cpu_offload: bool) -> tuple[int, int, torch.device]:
     """Join the job started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT)."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if device_type == "cuda":
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
+        # With CPU offload, gradients live in CPU memory and their norm is reduced there:
+        # CPU tensors need gloo, CUDA tensors NCCL, so the group gets one backend per device.
+        backend = "cpu:gloo,cuda:nccl" if cpu_offload else "nccl"
         # device_id binds this process to its GPU and creates the NCCL communicator eagerly.
-        dist.init_process_group("nccl", device_id=device)
+        dist.init_process_group(backend, device_id=device)
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo")
@@ -489,7 +492,7 @@ def build_data(cfg: dict, vocab: int, rank: int, world: int, device: torch.devic
         pin_memory=device.type == "cuda",
     )
     # Guard for custom samplers: every rank must run the same number of steps.
-    counts = torch.tensor([len(loader), -len(loader)], dtype=torch.float64)
+    counts = torch.tensor([len(loader), -len(loader)], device=device)
     dist.all_reduce(counts, op=dist.ReduceOp.MAX)
     if counts[0] != -counts[1]:
         raise SystemExit("train.py: ranks disagree on the number of batches per epoch")
@@ -683,7 +686,7 @@ class Progress:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cfg = load_options(args)
-    rank, world, device = setup_distributed(cfg["device"])
+    rank, world, device = setup_distributed(cfg["device"], cfg["fsdp"]["cpu_offload"])
     stop = {"signal": 0}
 
     def request_stop(signum, _frame) -> None:  # acted on between steps, by all ranks together
