@@ -21,6 +21,11 @@ FSDP2_PROTOTYPE = (2, 4)
 https://docs.nvidia.com/megatron-core/developer-guide/nightly/apidocs/core/core.distributed.torch_fully_sharded_data_parallel.html
 ("PyTorch version >= 2.4.0 is required" for its FSDP2 wrapper)."""
 
+DEVICE_ID = (2, 3)
+"""``init_process_group(device_id=...)`` is available in every release from 2.3 (added by
+https://github.com/pytorch/pytorch/pull/114916, documented by #116222 in December 2023; older
+releases get the ``set_device`` advice only)."""
+
 AMP_GRAD_SCALER = (2, 4)
 """``torch.amp.GradScaler("cuda")`` replaces the deprecated ``torch.cuda.amp.GradScaler`` from 2.4;
 source: https://github.com/pytorch/pytorch/pull/126527."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.nodes import call_arg, constant
 from fsdp_skill.lint.records import Call
@@ -18,10 +19,10 @@ _DEVICE_SETTERS = {"set_device", "set_device_index", "set_device_idx"}
 
 
 def fix(version: tuple[int, int]) -> str:
-    return (
-        'call torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) before initialising, or '
-        "pass device_id=torch.device('cuda', local_rank) to init_process_group"
-    )
+    advice = 'call torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) before initialising'
+    if version >= versions.DEVICE_ID:
+        advice += ", or pass device_id=torch.device('cuda', local_rank) to init_process_group"
+    return advice
 
 
 def _strings(m: FileModel, call: Call, expr: ast.expr | None) -> set[str] | None:
