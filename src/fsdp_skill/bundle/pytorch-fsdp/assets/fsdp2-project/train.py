@@ -156,11 +156,36 @@ def load_options(args: argparse.Namespace) -> dict:
     cfg["checkpointing"] = not args.no_checkpoint
     cfg["device"] = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     cfg["log_json"] = args.log_json
+    check_options(cfg)
+    return cfg
+
+
+def check_options(cfg: dict) -> None:
+    """Refuse nonsense before any process group or model exists."""
+    positive = [
+        ("data", "seq_len"),
+        ("data", "micro_batch"),
+        ("optim", "grad_accum"),
+        ("train", "max_steps"),
+        ("train", "log_every"),
+        ("checkpoint", "keep"),
+    ]
+    for section, key in positive:
+        value = cfg[section][key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SystemExit(f"train.py: {section}.{key} must be a positive integer, not {value!r}")
+    for section, key in [("checkpoint", "every"), ("optim", "warmup_steps")]:
+        value = cfg[section][key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SystemExit(f"train.py: {section}.{key} must be an integer >= 0, not {value!r}")
+    if not (isinstance(cfg["optim"]["lr"], (int, float)) and cfg["optim"]["lr"] > 0):
+        raise SystemExit(
+            f"train.py: optim.lr must be a positive number, not {cfg['optim']['lr']!r}"
+        )
     if cfg["fsdp"]["precision"] not in ("bf16", "fp16", "fp32"):
         raise SystemExit("train.py: fsdp.precision must be bf16, fp16 or fp32")
     if cfg["fsdp"]["version"] not in (1, 2):
         raise SystemExit("train.py: fsdp.version must be 1 or 2")
-    return cfg
 
 
 # ---------------------------------------------------------------------------------------------

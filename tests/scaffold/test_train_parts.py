@@ -1,4 +1,4 @@
-"""The generated train.py's data order: equal counts per rank, exact resume at any world size.
+"""Parts of the generated train.py in-process: data order, resume positions, option checks.
 
 Imported in-process (no process group needed: the sampler is given its rank and world size).
 """
@@ -6,6 +6,7 @@ Imported in-process (no process group needed: the sampler is given its rank and 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -71,3 +72,39 @@ def test_resuming_continues_the_epoch_where_it_stopped(train, old, new):
     remaining = n - start
     assert resumed[:remaining] == full[start:n]
     assert len(resumed) - remaining < new and len(resumed) % new == 0
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"data": {"micro_batch": 0}}, "data.micro_batch must be a positive integer"),
+        ({"optim": {"grad_accum": 1.5}}, "optim.grad_accum must be a positive integer"),
+        ({"checkpoint": {"keep": 0}}, "checkpoint.keep must be a positive integer"),
+        ({"checkpoint": {"every": -1}}, "checkpoint.every must be an integer >= 0"),
+        ({"optim": {"lr": 0}}, "optim.lr must be a positive number"),
+        ({"fsdp": {"precision": "fp8"}}, "fsdp.precision"),
+        ({"fsdp": {"version": 3}}, "fsdp.version"),
+        ({"fsdp": {"sharding": "full"}}, "unknown config keys in 'fsdp'"),
+        ({"trainer": {}}, "unknown config key 'trainer'"),
+    ],
+)
+def test_nonsense_config_is_refused_with_one_line(train, tmp_path, override, message):
+    path = tmp_path / "train_config.json"
+    path.write_text(json.dumps(override))
+    with pytest.raises(SystemExit, match=message):
+        train.load_options(train.parse_args(["--config", str(path), "--device", "cpu"]))
+
+
+def test_missing_config_is_refused(train, tmp_path):
+    with pytest.raises(SystemExit, match="not found"):
+        train.load_options(train.parse_args(["--config", str(tmp_path / "none.json")]))
+
+
+def test_options_resolve_paths_against_the_config_file(train, tmp_path):
+    path = tmp_path / "train_config.json"
+    path.write_text("{}")
+    args = ["--config", str(path), "--device", "cpu", "--max-steps", "7", "--seed", "3"]
+    cfg = train.load_options(train.parse_args(args))
+    assert cfg["checkpoint"]["dir"] == str(tmp_path / "checkpoints")
+    assert cfg["train"]["max_steps"] == 7 and cfg["train"]["seed"] == 3
+    assert cfg["checkpointing"] and cfg["device"] == "cpu"
