@@ -21,6 +21,11 @@ FSDP2_PROTOTYPE = (2, 4)
 https://docs.nvidia.com/megatron-core/developer-guide/nightly/apidocs/core/core.distributed.torch_fully_sharded_data_parallel.html
 ("PyTorch version >= 2.4.0 is required" for its FSDP2 wrapper)."""
 
+DCP_SAVE = (2, 2)
+"""``torch.distributed.checkpoint.save``/``load`` replace ``save_state_dict``/``load_state_dict``
+from 2.2 (source: https://github.com/Lightning-AI/pytorch-lightning/pull/19298, switching for
+"PyTorch 2.2+"); the ``checkpoint.state_dict`` helpers are taught for 2.2 and later only."""
+
 DEVICE_ID = (2, 3)
 """``init_process_group(device_id=...)`` is available in every release from 2.3 (added by
 https://github.com/pytorch/pytorch/pull/114916, documented by #116222 in December 2023; older

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.nodes import call_arg, constant, has_splat, key_of
 from fsdp_skill.lint.records import Call
@@ -19,10 +20,10 @@ _GETTERS = {"get_model_state_dict", "get_optimizer_state_dict", "get_state_dict"
 
 
 def fix(version: tuple[int, int]) -> str:
-    return (
-        "FSDP1: FullStateDictConfig(offload_to_cpu=True, rank0_only=True); DCP helpers: "
-        "StateDictOptions(full_state_dict=True, cpu_offload=True)"
-    )
+    fsdp1 = "FSDP1: FullStateDictConfig(offload_to_cpu=True, rank0_only=True)"
+    if version < versions.DCP_SAVE:
+        return fsdp1
+    return f"{fsdp1}; DCP helpers: StateDictOptions(full_state_dict=True, cpu_offload=True)"
 
 
 def _full_config_problems(call: ast.Call) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.nodes import call_arg, key_of
 from fsdp_skill.lint.records import Call
@@ -17,6 +18,12 @@ SUMMARY = "torch.save of a sharded model's or optimizer's state dict"
 
 
 def fix(version: tuple[int, int]) -> str:
+    if version < versions.DCP_SAVE:
+        return (
+            "FSDP1: gather inside FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, "
+            "FullStateDictConfig(offload_to_cpu=True, rank0_only=True)) and torch.save on rank "
+            "0, or save shards with torch.distributed.checkpoint.save_state_dict"
+        )
     return (
         "save with torch.distributed.checkpoint (dcp.save(get_state_dict(...)) on every rank), "
         "or gather a full state dict with get_model_state_dict(..., StateDictOptions("
