@@ -35,3 +35,22 @@ def test_good_example_has_no_finding_at_all(code):
     result = lint_source(pitfall.good, "good.py")
     assert result["errors"] == []
     assert result["findings"] == [], result["findings"]
+
+
+NEWER_APIS = {
+    "device_id=": (2, 3),
+    "StateDictOptions": (2, 2),
+    "dcp.save": (2, 2),
+    'torch.amp.GradScaler("cuda")': (2, 4),
+    "fully_shard (from torch.distributed.fsdp)": (2, 6),
+    "from torch.distributed.fsdp\n": (2, 6),
+}
+
+
+@pytest.mark.parametrize("code", CODES)
+@pytest.mark.parametrize("version", [(2, 0), (2, 1), (2, 3), (2, 5), (2, 13)])
+def test_advice_only_names_apis_the_version_has(code, version):
+    advice = RULES[code].fix(version) + "\n"
+    for api, since in NEWER_APIS.items():
+        if version < since:
+            assert api not in advice, f"{code} advises {api} for torch {version}"
