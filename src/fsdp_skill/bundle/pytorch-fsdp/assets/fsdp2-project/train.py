@@ -272,7 +272,13 @@ def mixed_precision(precision: str) -> tuple[torch.dtype | None, torch.dtype | N
 
 
 def build_model(cfg: dict, device: torch.device, world: int) -> torch.nn.Module:
+    import transformers
     from transformers import AutoModelForCausalLM
+
+    if int(transformers.__version__.split(".")[0]) < 5:
+        # Older _init_weights leaves buffers such as rotary frequencies uninitialised after
+        # meta-device construction, which would train a silently broken model.
+        raise SystemExit("train.py: needs transformers 5 or newer (pip install -U transformers)")
 
     hf_config = load_hf_config(cfg)
     # Meta device: the structure without any storage, so no rank ever holds the whole model.
