@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.nodes import call_arg, constant, has_splat, key_of
+from fsdp_skill.lint.records import Call
 
 CODE = "FSDP011"
 PITFALL = "fsdp1-no-auto-wrap-policy"
@@ -19,6 +20,30 @@ def fix(version: tuple[int, int]) -> str:
         "pass auto_wrap_policy=ModuleWrapPolicy({YourBlock}) (or "
         "functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={YourBlock}))"
     )
+
+
+_CONTAINERS = {
+    "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "Transformer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+}
+
+
+def _single_layer(m: FileModel, module: ast.expr | None, call: Call) -> bool:
+    """True if the wrapped module is certainly one torch.nn layer (``nn.Linear(...)``)."""
+    values = m.resolve(module, call.func) if module is not None else []
+    if not values:
+        return False
+    for value in values:
+        name = m.call_name(value) if isinstance(value, ast.Call) else None
+        if not name or not name.startswith("torch.nn.") or name.rsplit(".", 1)[-1] in _CONTAINERS:
+            return False
+    return True
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
@@ -40,6 +65,8 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         if not uses and func.cls is None:
             return  # a helper for other modules: they may call it per submodule
     module = call_arg(node, 0, "module")
+    if _single_layer(m, module, call):
+        return  # one torch.nn layer: there is nothing a wrap policy could split
     label = key_of(module) or "the model"
     yield (
         node,
