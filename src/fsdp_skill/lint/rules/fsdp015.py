@@ -15,7 +15,14 @@ PITFALL = "meta-device-model-not-materialized"
 SEVERITY = "error"
 SUMMARY = "meta-device model never materialised"
 
-_INIT_WORDS = ("init", "reset_parameters", "load", "apply")
+_INIT_WORDS = (
+    "init",
+    "reset_parameters",
+    "load",
+    "apply",
+    "set_model_state_dict",
+    "set_state_dict",
+)
 _NOT_INIT = {"init_process_group", "init_device_mesh", "__init__"}
 
 
