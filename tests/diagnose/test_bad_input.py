@@ -152,3 +152,16 @@ def test_huge_line_without_newline(tmp_path: Path):
     result = hang([str(tmp_path)])
     assert result["culprit_ranks"] == [2]
     assert any("over-long" in w for w in result["warnings"])
+
+
+def test_lost_nccl_lines_are_reported(tmp_path):
+    write_nccl(tmp_path, 3, Fault("op", rank=2, seq=20))
+    log = tmp_path / "nccl-rank1.log"
+    lines = log.read_text().splitlines(keepends=True)
+    del lines[5]  # one collective's line lost (e.g. interleaved writes)
+    log.write_text("".join(lines))
+    result = hang([str(tmp_path)])
+    assert any("not contiguous" in w for w in result["warnings"])
+    # the gap is not taken for a divergence: the injected one still is
+    assert (result["verdict"], result["culprit_ranks"]) == ("op-mismatch", [2])
+    assert result["first_divergence"]["seq"] == 20

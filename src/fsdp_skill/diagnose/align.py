@@ -45,10 +45,10 @@ class Divergence:
     tie: bool = False
 
 
-def _first_difference(a: Sequence, b: Sequence) -> int | None:
-    """The first sequence number where ``a`` and ``b`` disagree; None if they never do."""
+def _first_difference(a: Sequence, b: Sequence, start: int = 0) -> int | None:
+    """The first sequence number >= ``start`` where ``a`` and ``b`` disagree, or None."""
     a_base, b_base = a.base or 0, b.base or 0
-    lo, hi = max(a_base, b_base), min(a.end, b.end)
+    lo, hi = max(a_base, b_base, start), min(a.end, b.end)
     if lo < hi:
         sa = a.sigs[lo - a_base : hi - a_base]
         sb = b.sigs[lo - b_base : hi - b_base]
@@ -64,7 +64,8 @@ def _first_difference(a: Sequence, b: Sequence) -> int | None:
     if a.end == b.end:
         return None
     short, long_ = (a, b) if a.end < b.end else (b, a)
-    return max(short.end, long_.base or 0)
+    at = max(short.end, long_.base or 0, start)
+    return at if at < long_.end else None
 
 
 def _value_at(seq: Sequence, at: int) -> int | None:
@@ -128,18 +129,21 @@ def sequence_divergence(trace: Trace, pg: str) -> Divergence | None:
         return None
     ranked = sorted(groups.values(), key=lambda ranks: (-len(ranks), ranks[0]))
     reference = members[ranked[0][0]]
-    diffs = [_first_difference(reference, members[ranks[0]]) for ranks in ranked[1:]]
-    found = [d for d in diffs if d is not None]
-    if not found:
-        return None
-    at = min(found)
-    by_value: dict[int, list[int]] = {}
-    for rank, seq in sorted(members.items()):
-        value = _value_at(seq, at)
-        if value is not None:
-            by_value.setdefault(value, []).append(rank)
-    if UNKNOWN in by_value and len(by_value) == 2:
-        return None
+    start = 0
+    while True:
+        diffs = [_first_difference(reference, members[ranks[0]], start) for ranks in ranked[1:]]
+        found = [d for d in diffs if d is not None]
+        if not found:
+            return None
+        at = min(found)
+        by_value: dict[int, list[int]] = {}
+        for rank, seq in sorted(members.items()):
+            value = _value_at(seq, at)
+            if value is not None and value != UNKNOWN:
+                by_value.setdefault(value, []).append(rank)
+        if len(by_value) > 1:
+            break
+        start = at + 1  # only a gap in someone's log differs here: look further
     sides = [Side(v, r) for v, r in by_value.items()]
     odd, tie = _pick_culprits(trace, sides)
     reference_side = next(s for s in sides if s not in odd)

@@ -42,14 +42,18 @@ MAX_DUMP = 1 << 30
 """Flight-recorder dumps bigger than this are refused rather than loaded."""
 
 # --- NCCL_DEBUG=INFO -----------------------------------------------------------------------
+# The groups of _COLL are exactly a collective's key (op, count, datatype, comm), so rows
+# intern without building new tuples. Point-to-point lines ("recvbuff (nil)") do not match:
+# sends and receives legitimately differ between ranks.
 _COLL = re.compile(
-    rb" NCCL INFO (\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) "
-    rb"datatype (\d+) op \d+ root \d+ comm (0x[0-9a-fA-F]+)"
+    rb" NCCL INFO (\w+): opCount \w+ sendbuff \w+ recvbuff \w+ count (\d+) "
+    rb"datatype (\d+) op \d+ root \d+ comm (\w+)"
 )
-_COLL_PROC = re.compile(
-    rb"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ "
-    rb"recvbuff \S+ count (\d+) datatype (\d+) op \d+ root \d+ comm (0x[0-9a-fA-F]+)"
+_COLL_SEQ = re.compile(
+    rb"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (\w+): opCount ([0-9a-fA-F]+) sendbuff \w+ "
+    rb"recvbuff \w+ count (\d+) datatype (\d+) op \d+ root \d+ comm (\w+)"
 )
+_OPCOUNT = re.compile(rb" NCCL INFO \w+: opCount ([0-9a-fA-F]+) sendbuff \w+ recvbuff \w+ ")
 _PROC = re.compile(rb"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO \w+: opCount")
 _INIT = re.compile(
     r"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (?:\w+ )?comm (0x[0-9a-fA-F]+) rank (\d+) "
@@ -153,11 +157,16 @@ def _decode(line: bytes, report: InputReport) -> str:
 
 @dataclass
 class _CollRun:
-    """One process's collectives on one communicator, as read so far from one file."""
+    """One process's collectives on one communicator, as read so far from one file.
+
+    ``seqs`` stays None while the opCounts run contiguously from ``first``; once a line is
+    lost or out of order, it holds every collective's own opCount.
+    """
 
     first: int
     last: int
     ids: array = field(default_factory=lambda: array("i"))
+    seqs: array | None = None
 
 
 class _TextScanner:
@@ -181,35 +190,41 @@ class _TextScanner:
     def coll_chunk(self, body: bytes) -> None:
         procs = set(_PROC.findall(body, 0, 1 << 16))
         if len(procs) <= 1:
-            proc = procs.pop().decode("latin-1") if procs else ""
             rows = _COLL.findall(body)
             if not rows:
                 return
-            comms = set(map(itemgetter(4), rows))
-            if len(comms) == 1:
-                ids = array("i", map(self.local_ids.__getitem__, map(itemgetter(0, 2, 3, 4), rows)))
-                self._add_run(proc, rows[0][4], int(rows[0][1], 16), int(rows[-1][1], 16), ids)
+            first, last = _first_and_last_opcount(body)
+            if len(set(map(itemgetter(3), rows))) == 1 and last - first + 1 == len(rows):
+                # One process, one communicator, no line lost: numbered from the first line.
+                ids = array("i", map(self.local_ids.__getitem__, rows))
+                proc = procs.pop().decode("latin-1") if procs else ""
+                self._add_run(proc, rows[0][3], first, ids)
                 return
-            rows = [(proc.encode(), *r) for r in rows]
-        else:
-            rows = _COLL_PROC.findall(body)
-        for proc_b, op, opcount, cnt, dtype, comm in rows:
-            seq = int(opcount, 16)
-            ids = array("i", [self.local_ids[(op, cnt, dtype, comm)]])
-            self._add_run(proc_b.decode("latin-1"), comm, seq, seq, ids)
+        per_key: dict[tuple[bytes, bytes], tuple[array, array]] = {}
+        for proc_b, op, opcount, cnt, dtype, comm in _COLL_SEQ.findall(body):
+            seqs, ids = per_key.setdefault((proc_b, comm), (array("q"), array("i")))
+            seqs.append(int(opcount, 16))
+            ids.append(self.local_ids[(op, cnt, dtype, comm)])
+        for (proc_b, comm), (seqs, ids) in per_key.items():
+            self._add_run(proc_b.decode("latin-1"), comm, seqs[0], ids, seqs)
 
-    def _add_run(self, proc: str, comm: bytes, first: int, last: int, ids: array) -> None:
+    def _add_run(
+        self, proc: str, comm: bytes, first: int, ids: array, seqs: array | None = None
+    ) -> None:
         self.report.kinds.add("nccl-coll")
         key = (proc, comm.decode("latin-1"))
         run = self.runs.get(key)
         if run is None:
-            self.runs[key] = _CollRun(first, last, ids)
+            run = self.runs[key] = _CollRun(first, first - 1)
             self.comm_order[proc].append(key[1])
-            return
-        if first != run.last + 1:
+        contiguous = seqs is None or list(seqs) == list(range(first, first + len(seqs)))
+        if run.seqs is None and not (contiguous and first == run.last + 1):
             self.gaps = True
-        run.last = last
+            run.seqs = array("q", range(run.first, run.last + 1))
+        if run.seqs is not None:
+            run.seqs.extend(seqs if seqs is not None else range(first, first + len(ids)))
         run.ids.extend(ids)
+        run.last = first + len(ids) - 1 if seqs is None else seqs[-1]
 
     def finish_coll(self) -> None:
         """Map processes and communicators to global ranks and process groups."""
@@ -218,7 +233,7 @@ class _TextScanner:
         if self.gaps:
             self.report.problems.append(
                 "NCCL opCount values are not contiguous (lines lost or reordered): "
-                "collectives aligned in the order they were logged"
+                "each collective is placed by its opCount, gaps are compared as unknown"
             )
         by_local = {v: k for k, v in self.local_ids.items()}
         translate = [
@@ -241,7 +256,12 @@ class _TextScanner:
                 )
                 continue
             ids = array("i", map(translate.__getitem__, run.ids))
-            self.trace.rank(rank).sequence(pg).extend(run.first, ids)
+            sequence = self.trace.rank(rank).sequence(pg)
+            if run.seqs is None:
+                sequence.extend(run.first, ids)
+            else:
+                for seq, sig in zip(run.seqs, ids, strict=True):
+                    sequence.put(seq, sig)
             self.report.ranks.add(rank)
 
     def _resolve(self, proc: str, comm: str, nprocs: int) -> tuple[int | None, str]:
@@ -412,6 +432,19 @@ class _TextScanner:
     @staticmethod
     def _claim_wait(seq: int, sig: int) -> Wait:
         return Wait(DEFAULT_PG + DETAIL_SUFFIX, seq, sig, "c10d-detail (reported by a peer)")
+
+
+def _first_and_last_opcount(body: bytes) -> tuple[int, int]:
+    first = _OPCOUNT.search(body)
+    window = 4096
+    while True:
+        tail = list(_OPCOUNT.finditer(body, max(0, len(body) - window)))
+        if tail or window >= len(body):
+            break
+        window *= 8
+    if first is None or not tail:
+        return 0, 0
+    return int(first.group(1), 16), int(tail[-1].group(1), 16)
 
 
 def _is_torch(path: str) -> bool:
