@@ -59,6 +59,8 @@ LLAMA = dict(
     vocab_size=1000,
 )
 MISTRAL = {**LLAMA, "model_type": "mistral", "num_key_value_heads": 1}
+WIDE_HEADS = {**LLAMA, "head_dim": 48}  # heads x head_dim != hidden
+QWEN3 = {**LLAMA, "model_type": "qwen3", "head_dim": 48}
 MIXTRAL = {**LLAMA, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
 NEOX = dict(
     model_type="gpt_neox",
@@ -71,8 +73,15 @@ NEOX = dict(
 
 @pytest.mark.parametrize(
     ("config", "tolerance"),
-    [(LLAMA, 0.01), (MISTRAL, 0.01), (MIXTRAL, 0.02), (NEOX, 0.01)],
-    ids=["llama", "mistral", "mixtral", "gpt-neox"],
+    [
+        (LLAMA, 0.01),
+        (WIDE_HEADS, 0.01),
+        (MISTRAL, 0.01),
+        (QWEN3, 0.01),
+        (MIXTRAL, 0.02),
+        (NEOX, 0.01),
+    ],
+    ids=["llama", "llama-wide-heads", "mistral", "qwen3", "mixtral", "gpt-neox"],
 )
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("c", [2, 4], ids=["bf16", "fp32"])

@@ -80,6 +80,15 @@ def test_layer_shapes_match(name):
             tie_word_embeddings=True,
         ),
         dict(
+            model_type="qwen3",
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=100,
+        ),
+        dict(
             model_type="gpt2",
             n_embd=64,
             n_layer=2,
@@ -111,7 +120,14 @@ def test_layer_shapes_match(name):
             num_experts_per_tok=2,
         ),
     ],
-    ids=["llama-biases", "qwen3-tied", "gpt2-untied", "neox-nobias-tied", "mixtral-3experts"],
+    ids=[
+        "llama-biases",
+        "qwen3-tied",
+        "qwen3-default-head-dim",
+        "gpt2-untied",
+        "neox-nobias-tied",
+        "mixtral-3experts",
+    ],
 )
 def test_config_options_counted(config):
     assert from_hf_config(config).params == _unique_numel(_meta_model(config))

@@ -66,10 +66,17 @@ def layer_bytes(spec: ModelSpec, batch: int, seq: int, c: int, attention: str) -
     attn_h = spec.attn_dim
     if attention == "eager":
         # keys and values are repeated to every head before the matmuls
-        per_token = (8 + 2 * c) * h + 6 * c * attn_h + mlp + 8
-        return t * per_token + scores
-    per_token = (8 + 2 * c) * h + 4 * c * attn_h + 2 * c * spec.kv_dim + mlp + 4 * a + 8
-    return t * per_token
+        per_token = (8 + 4 * c) * h + 4 * c * attn_h + mlp + 8
+        return t * (per_token + _qk_norm(spec, c)) + scores
+    per_token = (8 + 4 * c) * h + 2 * c * attn_h + 2 * c * spec.kv_dim + mlp + 4 * a + 8
+    return t * (per_token + _qk_norm(spec, c))
+
+
+def _qk_norm(spec: ModelSpec, c: int) -> int:
+    """Per token: Qwen3's RMSNorm on every query and key head (fp32 input, normalised copy)."""
+    if spec.family != "qwen3":
+        return 0
+    return (4 + c) * (spec.attn_dim + spec.kv_dim) + 4 * (spec.heads + spec.kv_heads)
 
 
 def head_saved_bytes(spec: ModelSpec, batch: int, seq: int, c: int) -> int:

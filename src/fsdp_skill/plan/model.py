@@ -161,7 +161,8 @@ def _llama_like(
     layers = _int(config, "num_hidden_layers")
     heads = _int(config, "num_attention_heads")
     kv = _int(config, "num_key_value_heads", default=heads)
-    head_dim = _int(config, "head_dim", default=h // heads)
+    # Qwen3's config defaults head_dim to 128 rather than hidden / heads.
+    head_dim = _int(config, "head_dim", default=128 if family == "qwen3" else h // heads)
     f = _int(config, "intermediate_size")
     vocab = _int(config, "vocab_size")
     tied = _flag(config, "tie_word_embeddings", False)
