@@ -27,8 +27,8 @@ class ShardQueries:
         ``{(id(owner), key): {"fsdp1"|"fsdp2"}}``, ``{id(func): params it shards or wraps}``
         and ``{id(func): params whose submodules it shards}``."""
         kinds: dict[tuple[int, str], set[str]] = {}
-        shards: dict[int, set[str]] = {}
-        inside: dict[int, set[str]] = {}
+        shards: dict[int, dict[str, str]] = {}  # id(func) -> {param: "fsdp1" | "fsdp2"}
+        inside: dict[int, dict[str, str]] = {}
         returns_kind: dict[int, set[str]] = {}
 
         kinded: set[str] = set()  # keys with a kind in some scope: a cheap first test
@@ -41,10 +41,10 @@ class ShardQueries:
             kinded.add(key)
             return True
 
-        def mark_param(func: Func, key: str, table: dict[int, set[str]]) -> bool:
-            if key not in func.params or key in table.get(id(func), ()):
+        def mark_param(func: Func, key: str, table: dict, kind: str) -> bool:
+            if key not in func.params or key in table.get(id(func), {}):
                 return False
-            table.setdefault(id(func), set()).add(key)
+            table.setdefault(id(func), {})[key] = kind
             return True
 
         def kinds_of(expr: ast.expr | None, func: Func) -> set[str]:
@@ -64,11 +64,13 @@ class ShardQueries:
                 return set()
             return set(kinds.get((id(self.scope_for(key, func)), key), ()))
 
-        relevant = [c for c in self.calls if shard_kind(self.call_name(c))]
-        if not relevant:
+        direct = [c for c in self.calls if shard_kind(c.name)]
+        if not direct:
             return kinds, shards, inside  # nothing is sharded in this file
-        relevant += [c for c, _ in self.local_calls]
-        carriers = {id(c.node) for c in relevant}
+        for call in direct:  # fixed facts: what each fully_shard / FSDP(...) call shards
+            self._mark_shard_call(call, shard_kind(call.name), add, mark_param, shards, inside)
+        local = [c for c, _ in self.local_calls]
+        carriers = {id(c.node) for c in direct} | {id(c.node) for c in local}
         flows = [
             a
             for records in self.assigns.values()
@@ -79,42 +81,23 @@ class ShardQueries:
                 or (isinstance(a.value, ast.Call) and id(a.value) in carriers)
             )
         ]
-        relevant.sort(key=lambda c: c.order)
-        for _ in range(5):
+        returning = [f for f in self.all_functions if f.returns]
+        for _ in range(5):  # facts that travel: arguments, assignments, return values
             changed = False
-            for call in relevant:
-                kind = shard_kind(self.call_name(call))
-                targets: list[tuple[ast.expr, str]] = []
-                if kind is not None:
-                    arg = call_arg(call.node, 0, "module")
-                    elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
-                    targets = [(e, kind) for e in elts if e is not None]
-                else:
-                    callee = self.local_callee(call)
-                    if callee is None:
-                        continue
-                    for param, arg in self.bound_args(call, callee):
-                        if param in shards.get(id(callee), ()):
-                            targets.append((arg, "fsdp2"))
-                        for k in kinds_of(arg, call.func):
-                            changed |= add(callee, param, k)
-                for target, k in targets:
-                    key = key_of(target)
-                    if key is None:
-                        continue
-                    owner = self.scope_for(key, call.func)
-                    if k == "fsdp2":
-                        changed |= add(owner, key, "fsdp2")
-                    if owner is call.func:
-                        changed |= mark_param(call.func, key, shards)
-                    for origin in self.origins(key, call.func):
-                        root = root_of(origin)
-                        if origin != root and self.scope_for(root, call.func) is call.func:
-                            changed |= mark_param(call.func, root, inside)
+            for call in local:
+                callee = self.local_callee(call)
+                for param, arg in self.bound_args(call, callee):
+                    kind = shards.get(id(callee), {}).get(param)
+                    if kind is not None:
+                        changed |= self._mark_shard_call(
+                            call, kind, add, mark_param, shards, inside, target=arg
+                        )
+                    for k in kinds_of(arg, call.func):
+                        changed |= add(callee, param, k)
             for a in flows:
                 for k in kinds_of(a.value, a.func):
                     changed |= add(self.owner_of(a), a.key, k)
-            for func in self.all_functions:
+            for func in returning:
                 for ret in func.returns:
                     for k in kinds_of(ret, func):
                         if k not in returns_kind.setdefault(id(func), set()):
@@ -123,6 +106,29 @@ class ShardQueries:
             if not changed:
                 break
         return kinds, shards, inside
+
+    def _mark_shard_call(self, call, kind, add, mark_param, shards, inside, target=None) -> bool:
+        """Record what one sharding call (or a helper that shards ``target``) shards."""
+        changed = False
+        if target is None:
+            arg = call_arg(call.node, 0, "module")
+            targets = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
+        else:
+            targets = [target]
+        for expr in targets:
+            key = key_of(expr) if expr is not None else None
+            if key is None:
+                continue
+            owner = self.scope_for(key, call.func)
+            if kind == "fsdp2":
+                changed |= add(owner, key, "fsdp2")
+            if owner is call.func:
+                changed |= mark_param(call.func, key, shards, kind)
+            for origin in self.origins(key, call.func):
+                root = root_of(origin)
+                if origin != root and self.scope_for(root, call.func) is call.func:
+                    changed |= mark_param(call.func, root, inside, kind)
+        return changed
 
     def shards_param(self, func: Func, param: str) -> bool:
         """True if calling ``func`` shards (FSDP2) or wraps (FSDP1) its parameter ``param``."""
