@@ -62,6 +62,7 @@ MISTRAL = {**LLAMA, "model_type": "mistral", "num_key_value_heads": 1}
 WIDE_HEADS = {**LLAMA, "head_dim": 48}  # heads x head_dim != hidden
 QWEN3 = {**LLAMA, "model_type": "qwen3", "head_dim": 48}
 MIXTRAL = {**LLAMA, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2}
+GPT2 = dict(model_type="gpt2", n_embd=128, n_head=4, n_inner=512, vocab_size=1000, n_positions=512)
 NEOX = dict(
     model_type="gpt_neox",
     hidden_size=128,
@@ -80,14 +81,16 @@ NEOX = dict(
         (QWEN3, 0.01),
         (MIXTRAL, 0.02),
         (NEOX, 0.01),
+        (GPT2, 0.01),
     ],
-    ids=["llama", "llama-wide-heads", "mistral", "qwen3", "mixtral", "gpt-neox"],
+    ids=["llama", "llama-wide-heads", "mistral", "qwen3", "mixtral", "gpt-neox", "gpt2"],
 )
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("c", [2, 4], ids=["bf16", "fp32"])
 def test_layer_activation_bytes(config, tolerance, attention, c):
     measured = _per_layer(config, attention, DTYPES[c])
-    spec = from_hf_config({**config, "num_hidden_layers": 1})
+    key = "n_layer" if config["model_type"] == "gpt2" else "num_hidden_layers"
+    spec = from_hf_config({**config, key: 1})
     planned = layer_bytes(spec, BATCH, SEQ, c, attention)
     assert abs(planned - measured) <= tolerance * measured, (planned, measured)
 

@@ -45,14 +45,10 @@ def layer_bytes(spec: ModelSpec, batch: int, seq: int, c: int, attention: str) -
     h, f, a = spec.hidden, spec.intermediate, spec.heads
     # Softmax is taken in fp32 and cast back to the compute dtype; in fp32 the cast is a no-op.
     scores = (4 + (c if c != 4 else 0)) * batch * a * seq * seq
-    if spec.family == "gpt_neox" or spec.family == "gpt2":
-        mlp = (5 * c if spec.family == "gpt2" else 2 * c) * f  # GPT-2's tanh GELU saves more
-        dropout = 2 * h if spec.family == "gpt2" else 0  # bool masks after attention and MLP
-        per_token = 8 * c * h + mlp + dropout + 4 * a + 8
-        if spec.family == "gpt2":
-            # GPT-2 trains with attention dropout, which sends SDPA down its math path: the
-            # full score matrix is kept either way.
-            return t * per_token + scores
+    if spec.family == "gpt2":
+        return _gpt2_layer(spec, t, batch, seq, c, attention)
+    if spec.family == "gpt_neox":
+        per_token = 8 * c * h + 2 * c * f + 4 * a + 8
         if attention == "eager":
             # no log-sum-exp and one hidden-sized tensor fewer, but the scores
             return t * (per_token - c * h - 4 * a) + scores
@@ -70,6 +66,19 @@ def layer_bytes(spec: ModelSpec, batch: int, seq: int, c: int, attention: str) -
         return t * (per_token + _qk_norm(spec, c)) + scores
     per_token = (8 + 4 * c) * h + 2 * c * attn_h + 2 * c * spec.kv_dim + mlp + 4 * a + 8
     return t * (per_token + _qk_norm(spec, c))
+
+
+def _gpt2_layer(spec: ModelSpec, t: int, batch: int, seq: int, c: int, attention: str) -> int:
+    """GPT-2 trains with dropout: masks are kept, and attention dropout sends SDPA down its
+    math path, which keeps the full score matrix in more copies than eager does in bf16."""
+    if c == 4:
+        extra, const, quad = 8, 16, 12
+    elif attention == "eager":
+        extra, const, quad = 4, 8, 6
+    else:
+        extra, const, quad = 10, 8, 12
+    per_token = (8 * c + extra) * spec.hidden + 5 * c * spec.intermediate + const
+    return t * per_token + quad * batch * spec.heads * seq * seq
 
 
 def _qk_norm(spec: ModelSpec, c: int) -> int:

@@ -279,8 +279,6 @@ def plan(
         )
     if setup.precision == "fp16":
         notes.append("fp16 compute needs loss scaling (a gradient scaler); bf16 does not")
-    if spec.family == "gpt2":
-        notes.append("GPT-2 activations are approximate (attention dropout): expect +-25%")
     return {
         "model": {**spec.as_dict(), "source": source},
         "setup": {
