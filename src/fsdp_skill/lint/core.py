@@ -127,11 +127,13 @@ class FileModel(RankQueries, ShardQueries):
             ]
         return self.memo[key]
 
+    @cached_property
+    def _used_names(self) -> set[str]:
+        return self.identifiers | {name.rsplit(".", 1)[-1] for name in self.aliases.values()}
+
     def uses(self, *lasts: str) -> bool:
         """True if the file imports or mentions any of these names (a cheap pre-check)."""
-        return bool(self.identifiers.intersection(lasts)) or any(
-            name.rsplit(".", 1)[-1] in lasts for name in self.aliases.values()
-        )
+        return not self._used_names.isdisjoint(lasts)
 
     @cached_property
     def local_calls(self) -> list[tuple[Call, Func]]:

@@ -123,15 +123,16 @@ def dtype_of(m: FileModel, expr: ast.expr | None, func: Func) -> str | None:
 def policy_calls(m: FileModel) -> list[Call]:
     """``MixedPrecision(...)`` (FSDP1) and ``MixedPrecisionPolicy(...)`` (FSDP2) calls, except
     policies stored in a plain name that is never read (a preset the script does not use)."""
-    unused = {
-        id(a.value)
-        for records in m.assigns.values()
-        for a in records
-        if "." not in a.key and "[" not in a.key and a.key not in m.identifiers
-    }
-    return [
-        c for c in m.calls_to(*POLICIES, module="torch.distributed") if id(c.node) not in unused
-    ]
+    if "policies" not in m.memo:
+        m.memo["policies"] = [
+            c
+            for c in m.calls_to(*POLICIES, module="torch.distributed")
+            if not any(
+                "." not in a.key and "[" not in a.key and a.key not in m.identifiers
+                for a in m.bound_to(c.node)
+            )
+        ]
+    return m.memo["policies"]
 
 
 def kwarg_is(call: ast.Call, name: str, value: object) -> bool:
