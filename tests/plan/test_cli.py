@@ -308,3 +308,32 @@ def test_composite_config_reads_its_text_config():
         model_config={"model_type": "llava", "text_config": inner}, gpus=8, gpu_memory="80GB"
     )
     assert result["model"]["params"] == 6_738_415_616
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"gpus": True},
+        {"gpus": 2.5},
+        {"gpus": "two"},
+        {"nodes": -1},
+        {"headroom": "lots"},
+        {"headroom": 1},
+        {"micro_batch": 0},
+        {"precision": "int3"},
+        {"optimizer": "lion"},
+        {"attention": "flash3"},
+        {"interconnect": "carrier-pigeon"},
+        {"frobnicate": 1},
+    ],
+    ids=lambda o: next(iter(o)),
+)
+def test_python_api_rejects_bad_options(options):
+    kwargs = {"params": "7b", "gpus": 8, "gpu_memory": "80GB", **options}
+    with pytest.raises(UsageError):
+        plan(**kwargs)
+
+
+def test_python_api_accepts_strings_from_other_callers():
+    result = plan(params=7e9, gpus="8", nodes="1", gpu_memory=80e9, seq_len="2048")
+    assert result["setup"]["gpus"] == 8 and result["setup"]["seq_len"] == 2048

@@ -55,12 +55,27 @@ def load_model(
 
 
 def _positive_int(value: Any, what: str) -> int:
-    try:
+    """``value`` as an int of at least 1 (a whole float or digit string is fine)."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"{what} must be a whole number, got {value!r}") from None
-    if number != value and not isinstance(value, str) or number < 1:
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value)
+    if number is None or number < 1:
         raise UsageError(f"{what} must be a whole number of at least 1, got {value!r}")
+    return number
+
+
+def _fraction(value: Any, what: str) -> float:
+    """``value`` as a float in [0, 1)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not 0 <= number < 1:
+        raise UsageError(f"{what} must be a fraction in [0, 1), got {value!r}")
     return number
 
 
@@ -75,9 +90,7 @@ def build_setup(spec: ModelSpec, **options: Any) -> Setup:
     check_layout(gpus, nodes)
     if options.get("gpu_memory") is None:
         raise UsageError("--gpu-memory is required (e.g. 80GB)")
-    headroom = float(options.get("headroom", DEFAULT_HEADROOM))
-    if not 0 <= headroom < 1:
-        raise UsageError(f"--headroom must be a fraction in [0, 1), got {headroom}")
+    headroom = _fraction(_default(options.get("headroom"), DEFAULT_HEADROOM), "--headroom")
     interconnect = check_choice(
         options.get("interconnect", "nvlink"), INTERCONNECTS, "interconnect"
     )
@@ -269,7 +282,7 @@ def plan(
     if setup.bandwidth_assumed:
         notes.append(
             f"communication times assume {setup.intra_bandwidth / 1e9:.0f} GB/s within a node"
-            + (f" and {setup.inter_bandwidth / 1e9:.0f} GB/s between nodes" if nodes > 1 else "")
+            + (f" and {setup.inter_bandwidth / 1e9:.0f} GB/s between nodes" if setup.nodes > 1 else "")
             + " (bus bandwidth); pass --bandwidth with what nccl-tests measures on yours"
         )
     if spec.max_positions and setup.seq_len > spec.max_positions:
