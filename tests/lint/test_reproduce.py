@@ -35,3 +35,57 @@ def test_sharding_a_child_after_its_root_fails_with_the_signature(tmp_path: Path
     assert any(re.search(s, result.stderr, re.MULTILINE) for s in pitfall.signatures), (
         result.stderr[-3000:]
     )
+
+
+FACTS = """
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+
+dist.init_process_group("gloo")
+
+# FSDP001: an optimizer built before fully_shard holds tensors the model no longer uses
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+stale = torch.optim.AdamW(model.parameters(), lr=0.1)
+for layer in model:
+    fully_shard(layer)
+fully_shard(model)
+before = [p.detach().full_tensor().clone() for p in model.parameters()]
+model(torch.randn(4, 8)).sum().backward()
+stale.step()
+after = [p.detach().full_tensor() for p in model.parameters()]
+print("STEP_CHANGED", any(not torch.equal(a, b) for a, b in zip(before, after)))
+
+
+# FSDP018: a method that reads a sharded module's weights outside forward
+class Encoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.proj(x)
+
+    def encode(self, x):
+        return self.proj(x).tanh()
+
+
+encoder = Encoder()
+fully_shard(encoder)
+try:
+    encoder.encode(torch.randn(2, 8))
+    print("ENCODE_OK")
+except RuntimeError as exc:
+    print("ENCODE_FAILED", "mixed torch.Tensor and DTensor" in str(exc))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_stale_optimizer_and_unhooked_method_behave_as_the_pitfalls_say(tmp_path: Path):
+    script = tmp_path / "facts.py"
+    script.write_text(FACTS, encoding="utf-8")
+    result = run_ranks(script, 2, timeout=180, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "STEP_CHANGED False" in result.stdout
+    assert "ENCODE_FAILED True" in result.stdout
