@@ -337,3 +337,12 @@ def test_python_api_rejects_bad_options(options):
 def test_python_api_accepts_strings_from_other_callers():
     result = plan(params=7e9, gpus="8", nodes="1", gpu_memory=80e9, seq_len="2048")
     assert result["setup"]["gpus"] == 8 and result["setup"]["seq_len"] == 2048
+
+
+def test_large_vocabulary_loss_note():
+    def noted(**kw):
+        result = plan(gpus=16, nodes=2, gpu_memory="80GB", **kw)
+        return any("cross-entropy" in n for n in result["notes"])
+
+    assert noted(model="llama-3-8b", seq_len=8192)
+    assert not noted(model="llama-2-7b", seq_len=4096)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.errors import UsageError
-from fsdp_skill.plan import comm, memory, snippet
+from fsdp_skill.plan import activations, comm, memory, snippet
 from fsdp_skill.plan.activations import ATTENTION
 from fsdp_skill.plan.model import ModelSpec, from_hf_config, from_param_count, load_config_file
 from fsdp_skill.plan.setup import (
@@ -169,6 +169,23 @@ def _strategy_row(setup: Setup, strategy: Strategy) -> dict[str, Any]:
     }
 
 
+def _loss_note(setup: Setup) -> str | None:
+    """Advice when the output head and loss dominate activation memory (large vocabularies)."""
+    acts = activations.estimate(
+        setup.spec, setup.micro_batch, setup.seq_len, setup.compute_bytes, setup.attention, True
+    )
+    head = acts.head + acts.logits + acts.loss_backward
+    # worth saying when it is most of what checkpointing leaves and a good part of the GPU
+    if head <= 0.3 * acts.at_loss_backward or head <= 0.1 * setup.usable_gpu_memory:
+        return None
+    return (
+        f"the output head and loss hold {format_bytes(head)} per GPU at the start of backward "
+        f"(logits of {setup.spec.vocab:,} classes per token, their fp32 log-softmax and its "
+        "gradients): a chunked or fused cross-entropy that never materialises all logits "
+        "removes most of it"
+    )
+
+
 def _rank_key(row: dict[str, Any]) -> tuple:
     # Offload and recomputation cost more than extra collectives, so they come last; DDP,
     # when it fits, needs no parameter gathering at all; then the least communication.
@@ -282,7 +299,11 @@ def plan(
     if setup.bandwidth_assumed:
         notes.append(
             f"communication times assume {setup.intra_bandwidth / 1e9:.0f} GB/s within a node"
-            + (f" and {setup.inter_bandwidth / 1e9:.0f} GB/s between nodes" if setup.nodes > 1 else "")
+            + (
+                f" and {setup.inter_bandwidth / 1e9:.0f} GB/s between nodes"
+                if setup.nodes > 1
+                else ""
+            )
             + " (bus bandwidth); pass --bandwidth with what nccl-tests measures on yours"
         )
     if spec.max_positions and setup.seq_len > spec.max_positions:
@@ -290,6 +311,9 @@ def plan(
             f"--seq-len {setup.seq_len} is longer than the {spec.max_positions} positions "
             "the model config declares"
         )
+    loss_note = _loss_note(setup)
+    if loss_note:
+        notes.append(loss_note)
     if setup.precision == "fp16":
         notes.append("fp16 compute needs loss scaling (a gradient scaler); bf16 does not")
     return {
