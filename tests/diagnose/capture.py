@@ -76,6 +76,7 @@ CASES = {
     "rank_raises": ("rank_raises", 3, False, False),
     "rank_stalls_fr": ("rank_stalls", 3, False, True),
     "rank_killed": ("rank_killed", 3, False, False),
+    "extra_collective_fr": ("extra_collective", 3, False, True),
     "all_wait": ("all_wait", 3, False, False),
 }
 

@@ -24,6 +24,7 @@ EXPECTED = {
     "rank_raises": ("missing-collective", [1]),
     "rank_stalls_fr": ("missing-collective", [1]),
     "rank_killed": ("missing-collective", [1]),
+    "extra_collective_fr": ("extra-collective", [1]),
     "all_wait": ("all-waiting", []),
 }
 
