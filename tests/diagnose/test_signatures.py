@@ -42,9 +42,9 @@ PUBLISHED = {
         "ncclSystemError: System call (socket, malloc, munmap, etc) failed",
     ],
     "nccl-internal-error": [
-        "torch.distributed.DistBackendError: NCCL error in: /root/pytorch/torch/csrc/distributed/"
-        "c10d/ProcessGroupNCCL.cpp:1333, internal error - please report this issue to the NCCL "
-        "developers, NCCL version 2.18.6",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1333, internal error - please report this issue to the NCCL "
+        "developers, NCCL version 2.18.1",
         "ncclInternalError: Internal check failed.",
     ],
     "nccl-invalid-usage": [
