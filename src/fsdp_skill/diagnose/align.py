@@ -77,6 +77,34 @@ def _value_at(seq: Sequence, at: int) -> int | None:
     return seq.sigs[at - base]
 
 
+def _compatible(trace: Trace, a: int, b: int) -> bool:
+    """Same collective, as far as both logs tell (one log may omit the size or dtype)."""
+    sa, sb = trace.signature(a), trace.signature(b)
+    if sa is None or sb is None or sa.op != sb.op:
+        return False
+    same_numel = not sa.numel or not sb.numel or sa.numel == sb.numel
+    return same_numel and (not sa.dtype or not sb.dtype or sa.dtype == sb.dtype)
+
+
+def _merge_compatible(trace: Trace, by_value: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Join sides whose collectives are compatible, under the most detailed signature."""
+
+    def detail(value: int) -> int:
+        sig = trace.signature(value) if value >= 0 else None
+        return bool(sig and sig.numel) + bool(sig and sig.dtype) if sig else -1
+
+    merged: dict[int, list[int]] = {}
+    for value in sorted(by_value, key=detail, reverse=True):
+        home = next(
+            (k for k in merged if k >= 0 and value >= 0 and _compatible(trace, k, value)), None
+        )
+        if home is None:
+            merged[value] = list(by_value[value])
+        else:
+            merged[home] = sorted(merged[home] + by_value[value])
+    return merged
+
+
 def _members(trace: Trace, pg: str) -> dict[int, Sequence]:
     members = {r: st.pgs[pg] for r, st in trace.ranks.items() if pg in st.pgs}
     if pg == DEFAULT_PG and _silence_means_absent(trace):
@@ -141,9 +169,10 @@ def sequence_divergence(trace: Trace, pg: str) -> Divergence | None:
             value = _value_at(seq, at)
             if value is not None and value != UNKNOWN:
                 by_value.setdefault(value, []).append(rank)
+        by_value = _merge_compatible(trace, by_value)
         if len(by_value) > 1:
             break
-        start = at + 1  # only a gap in someone's log differs here: look further
+        start = at + 1  # only a gap or a detail one log leaves out differs: look further
     sides = [Side(v, r) for v, r in by_value.items()]
     odd, tie = _pick_culprits(trace, sides)
     reference_side = next(s for s in sides if s not in odd)
@@ -187,21 +216,24 @@ def failure_divergence(trace: Trace) -> Divergence | None:
 
 def all_waiting(trace: Trace) -> Divergence | None:
     """Every rank with a known position waits in the same collective, and none failed."""
-    stops = set()
-    ranks = []
+    places = set()
+    by_sig: dict[int, list[int]] = {}
     for rank, state in sorted(trace.ranks.items()):
         if state.failure:
             return None
         if not state.waits:
             continue
         wait = state.waits[0]
-        stops.add((wait.pg, wait.seq, wait.sig, wait.site))
-        ranks.append(rank)
-    if not stops:
+        places.add((wait.pg, wait.seq, wait.site))
+        by_sig.setdefault(wait.sig, []).append(rank)
+    if not places:
         return _last_common_collective(trace)
-    if len(stops) != 1 or len(ranks) < 2:
+    merged = _merge_compatible(trace, by_sig)
+    if len(places) != 1 or len(merged) != 1:
         return None
-    pg, seq, sig, site = stops.pop()
+    (pg, seq, site), ((sig, ranks),) = places.pop(), merged.items()
+    if len(ranks) < 2:
+        return None
     return Divergence(ALL_WAITING, pg, seq, [Side(sig, ranks, site)], [], False)
 
 
