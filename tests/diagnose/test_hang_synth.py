@@ -89,3 +89,16 @@ def test_parallel_reading_gives_the_same_result(tmp_path, monkeypatch):
     parallel = hang(paths)
     assert parallel == sequential
     assert parallel["culprit_ranks"] == [5]
+
+
+def test_torchrun_log_dir_layout(tmp_path):
+    """torchrun --log-dir writes attempt_N/<local_rank>/stderr.log; the folder names the rank."""
+    flat = tmp_path / "flat"
+    WRITERS["tracebacks"][0](flat, 3, Fault("missing", rank=1))
+    for rank in range(3):
+        target = tmp_path / "logs" / "attempt_0" / str(rank) / "stderr.log"
+        target.parent.mkdir(parents=True)
+        target.write_text((flat / f"worker_rank{rank}.txt").read_text())
+    result = hang([str(tmp_path / "logs")])
+    assert (result["verdict"], result["culprit_ranks"]) == ("missing-collective", [1])
+    assert any("local ranks" in w for w in result["warnings"])

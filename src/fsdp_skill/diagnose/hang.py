@@ -120,8 +120,9 @@ def hang(paths: list[str]) -> dict:
         warnings.append(f"world size is {trace.world_size} but there are no logs for ranks {shown}")
     if trace.local_rank_prefixes:
         warnings.append(
-            "some lines carry a role prefix such as [default3]: (a local rank): with several "
-            "nodes, give each node's output separately"
+            "some ranks are local ranks (a role prefix such as [default3]:, or torchrun's "
+            "--log-dir folders): with several nodes, analyse each node's output separately or "
+            "use global-rank prefixes"
         )
     return {
         "ranks": len(trace.ranks),

@@ -166,10 +166,12 @@ def scan(path: Path, trace: Trace) -> InputReport:
         scan_dump(path, trace, report, rank if is_global else None)
         return report
     rank, is_global = rank_from_path(path)
-    if rank is not None and is_global and head.strip(b"\0 \n"):
+    if rank is not None and head.strip(b"\0 \n"):
         # A rank's own log: the rank exists even if it logged nothing we recognise.
         trace.rank(rank)
         report.ranks.add(rank)
+        if not is_global:  # torchrun --log-dir numbers the folders by local rank
+            trace.local_rank_prefixes = True
     try:
         scan_text(path, trace, report, rank, is_global)
     except OSError as exc:
