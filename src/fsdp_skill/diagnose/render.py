@@ -51,7 +51,8 @@ def explain_text(result: dict) -> list[str]:
         ]
     lines = [f"{len(matches)} known error(s) found, most telling first:", ""]
     for n, m in enumerate(matches, 1):
-        ranks = f" on ranks {', '.join(map(str, m['ranks']))}" if m["ranks"] else ""
+        plural = "s" if len(m["ranks"]) > 1 else ""
+        ranks = f" on rank{plural} {_ranks(m['ranks'])}" if m["ranks"] else ""
         lines.append(f"{n}. {m['title']}  [{m['id']}, confidence {m['confidence']}]")
         lines.append(f"  matched (line {m['line']}{ranks}): {m['matched']}")
         lines += _wrap("cause: ", m["cause"])
@@ -72,9 +73,9 @@ def hang_text(result: dict) -> list[str]:
             f", collective #{d['seq']}" if d["seq"] is not None else ""
         )
         lines.append(f"first divergence: {where}")
-        lines.append(f"  ranks {_ranks(d['majority']['ranks'])}: {d['majority']['state']}")
-        for side in d["others"]:
-            lines.append(f"  ranks {_ranks(side['ranks'])}: {side['state']}")
+        for side in [d["majority"], *d["others"]]:
+            plural = "s" if len(side["ranks"]) > 1 else ""
+            lines.append(f"  rank{plural} {_ranks(side['ranks'])}: {side['state']}")
             for rank, failure in side.get("failures", {}).items():
                 lines.append(f"    rank {rank}: {failure}")
     culprits = result["culprit_ranks"]
