@@ -19,10 +19,6 @@ class Strategy:
         return stem + ("+offload" if self.offload else "") + ("+ac" if self.checkpointing else "")
 
     @property
-    def sharded(self) -> bool:
-        return self.base != "ddp"
-
-    @property
     def reshard_after_forward(self) -> bool | None:
         """The ``fully_shard`` argument for the decoder layers (None for DDP)."""
         return None if self.base == "ddp" else self.base != "no-reshard"
