@@ -195,6 +195,10 @@ def check_options(cfg: dict) -> None:
 
 def setup_distributed(device_type: str, cpu_offload: bool) -> tuple[int, int, torch.device]:
     """Join the job started by torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT)."""
+    if "RANK" not in os.environ:  # `python train.py`: a job of one process
+        single = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+        os.environ.update(single, MASTER_ADDR="127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if device_type == "cuda":
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
