@@ -93,6 +93,7 @@ DEFAULTS: dict = {
 PEAK_BF16_FLOPS = {
     "H200": 989e12,
     "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
     "H100": 989e12,
     "A100": 312e12,
 }
