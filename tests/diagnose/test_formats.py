@@ -83,3 +83,33 @@ def test_all_waiting_across_formats(tmp_path):
     assert (result["verdict"], result["culprit_ranks"]) == ("all-waiting", [])
     assert result["first_divergence"]["majority"]["ranks"] == [0, 1, 2]
     assert result["first_divergence"]["numel"] == "8"
+
+
+def test_sub_communicators_are_separate_process_groups(tmp_path):
+    """Each rank logs a world communicator and a 2-rank one (as HSDP or a new_group creates);
+    rank 1 skips a collective of its pair group only."""
+    for rank in range(4):
+        host, pid = f"node{rank}", 700 + rank
+        pair = "0x00000000000a11aa" if rank < 2 else "0x00000000000b22bb"
+        world_ptr, pair_ptr = f"0x5500000{rank}", f"0x6600000{rank}"
+        lines = [
+            f"{host}:{pid}:{pid} [{rank}] NCCL INFO comm {world_ptr} rank {rank} nranks 4 "
+            f"cudaDev {rank} busId {rank}000 commId 0x00000000000ffff0 - Init COMPLETE",
+            f"{host}:{pid}:{pid} [{rank}] NCCL INFO comm {pair_ptr} rank {rank % 2} nranks 2 "
+            f"cudaDev {rank} busId {rank}000 commId {pair} - Init COMPLETE",
+        ]
+        pair_ops = 5 if rank == 1 else 6
+        for seq in range(8):
+            for ptr, limit, nranks in ((world_ptr, 8, 4), (pair_ptr, pair_ops, 2)):
+                if seq < limit:
+                    lines.append(
+                        f"{host}:{pid}:{pid + 1} [{rank}] NCCL INFO AllGather: opCount {seq:x} "
+                        f"sendbuff 0x1 recvbuff 0x2 count 64 datatype 9 op 0 root 0 comm {ptr} "
+                        f"[nranks={nranks}] stream 0x3"
+                    )
+        (tmp_path / f"rank{rank}.log").write_text("\n".join(lines) + "\n")
+    result = hang([str(tmp_path)])
+    assert (result["verdict"], result["culprit_ranks"]) == ("missing-collective", [1])
+    d = result["first_divergence"]
+    assert d["process_group"] == "nccl:0x00000000000a11aa [NCCL COLL]"
+    assert (d["seq"], d["majority"]["ranks"]) == (5, [0])
