@@ -76,7 +76,35 @@ def run_ranks(
         out, err = proc.communicate(timeout=timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         out, err = proc.communicate()
         code = -9
     return subprocess.CompletedProcess(command, code, out, err)
+
+
+def _children(pid: int) -> list[int]:
+    """Every process whose parent is ``pid`` (from /proc; empty where there is none)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and all its descendants: torchrun starts each worker in a new session,
+    so killing its process group alone would leave the workers running."""
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(_children(current))
+    for target in tree:
+        try:
+            os.kill(target, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
