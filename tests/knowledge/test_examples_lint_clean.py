@@ -1,8 +1,7 @@
 """The code the knowledge recommends passes the project's own linter.
 
-Every Python block of every guide, and the good code of the pitfalls listed below, must give
-no `fsdp-skill lint` finding: advice that our linter flags would contradict itself. (The good
-code of the pitfalls that document a lint code is checked by the lint tests.)
+Every Python block of every guide, and the good code of every pitfall, must give no
+`fsdp-skill lint` finding: advice that our linter flags would contradict itself.
 """
 
 from __future__ import annotations
@@ -18,23 +17,7 @@ BLOCKS = [
     for b in markdown.code_blocks(g.body)
     if b.language in ("python", "py")
 ]
-# Pitfalls about process groups, meshes, sub-groups, Join, DDP options and backends.
-PITFALLS = (
-    "cpu-tensor-on-nccl-group",
-    "ddp-find-unused-parameters-unneeded",
-    "device-id-not-accelerator",
-    "device-mesh-device-index",
-    "file-init-stale-file",
-    "fsdp-not-joinable",
-    "gloo-socket-ifname-mismatch",
-    "join-process-group-mismatch",
-    "join-with-extra-collectives",
-    "monitored-barrier-not-gloo",
-    "nccl-communicators-order-deadlock",
-    "new-group-not-called-by-all-ranks",
-    "static-graph-changing-graph",
-    "subgroup-creation-order",
-)
+PITFALLS = [p.id for p in knowledge.pitfalls()]
 
 
 def _findings(code: str, name: str) -> list[str]:
