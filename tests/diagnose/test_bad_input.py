@@ -120,11 +120,13 @@ def test_two_gigabyte_file_is_streamed(tmp_path):
         fh.write(("\n".join(lines[6:]) + "\n").encode())
     assert big.stat().st_size > 2 << 30
     code = (
-        "import json, resource, sys\n"
+        "import json, re\n"
         "from fsdp_skill.diagnose import hang\n"
         f"r = hang([{str(tmp_path)!r}])\n"
+        # VmHWM is this process's own peak; ru_maxrss would include the parent's at fork time
+        "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
         "print(json.dumps({'culprits': r['culprit_ranks'], 'warnings': r['warnings'],"
-        " 'rss_kb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n"
+        " 'rss_kb': int(hwm)}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True

@@ -111,3 +111,15 @@ def test_ranks_from_torchrun_failure_summary():
     matches = {m["id"]: m for m in explain(text)["matches"]}
     assert matches["rank-killed-by-signal"]["ranks"] == [1]
     assert matches["peer-connection-lost"]["ranks"] == [0, 2]
+
+
+def test_public_functions_are_not_shadowed_by_submodules():
+    """Importing every submodule must leave `diagnose.explain` and `diagnose.hang` callable."""
+    import importlib
+    import pkgutil
+
+    import fsdp_skill.diagnose as diagnose
+
+    for info in pkgutil.iter_modules(diagnose.__path__):
+        importlib.import_module(f"fsdp_skill.diagnose.{info.name}")
+    assert callable(diagnose.explain) and callable(diagnose.hang)

@@ -12,7 +12,7 @@ import pytest
 
 from fsdp_skill import knowledge
 from fsdp_skill.diagnose import explain
-from fsdp_skill.diagnose.explain import CONSEQUENCE_TAG
+from fsdp_skill.diagnose.matching import CONSEQUENCE_TAG
 from tests.diagnose.capture import (
     BATCH_EXPECTED,
     CASE_EXPECTED,

@@ -207,7 +207,7 @@ def test_explain_matches_the_library(session):
 
 
 def test_hang_reads_logs_inside_roots(session, workspace: Path):
-    needs("fsdp_skill.diagnose.hang")
+    needs("fsdp_skill.diagnose.divergence")
     from fsdp_skill.diagnose import hang
 
     logs = workspace / "logs"

@@ -12,7 +12,7 @@ def explain(text: str) -> dict:
 
     Returns ``{"matches": [{"id", "title", "cause", "fix", "refs", "confidence", "matched", ...}]}``.
     """
-    from fsdp_skill.diagnose.explain import explain as run
+    from fsdp_skill.diagnose.matching import explain as run
 
     return run(text)
 
@@ -23,6 +23,6 @@ def hang(paths: list[str]) -> dict:
     Returns ``{"ranks", "verdict", "culprit_ranks", "first_divergence", "advice", "inputs", ...}``;
     raises ``UsageError`` when nothing could be read.
     """
-    from fsdp_skill.diagnose.hang import hang as run
+    from fsdp_skill.diagnose.divergence import hang as run
 
     return run(paths)
