@@ -491,8 +491,7 @@ def serve(roots: Sequence[Path] = ()) -> None:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
         raise UsageError(
-            "the MCP server needs the mcp package (2.3 or newer): "
-            "pip install 'pytorch-fsdp-skill[mcp]'"
+            "the MCP server needs the mcp package (2.3 or newer): pip install 'mcp>=2.3,<3'"
         ) from None
     if sys.stdin.isatty():
         sys.stderr.write(

@@ -63,5 +63,5 @@ def test_without_the_sdk_the_command_says_what_to_install():
     code = "import sys; sys.modules['mcp'] = None\nfrom fsdp_skill.cli import main\nmain(['mcp'])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert "pip install 'pytorch-fsdp-skill[mcp]'" in done.stderr
+    assert "pip install 'mcp>=2.3,<3'" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
