@@ -314,3 +314,26 @@ def test_launcher_searches_its_own_bundle(tmp_path: Path):
     assert fsdp("install", "--dest", tmp_path).code == 0
     text = (tmp_path / SKILL / "scripts" / "fsdp").read_text()
     assert "FSDP_SKILL_BUNDLE" in text
+
+
+def test_refreshed_pages_stay_install_owned(tmp_path: Path, monkeypatch):
+    """After `refresh` rewrites an installed bundle's API pages, install sees no user edit and
+    uninstall removes everything it wrote."""
+    from fsdp_skill import references
+    from fsdp_skill.install import installer
+    from fsdp_skill.references import api
+
+    before = snapshot(tmp_path)
+    installer.install(dest=tmp_path, mcp=False, api_refs=False)
+
+    def fake_build_pages():
+        return "2.99.0", {"api-fsdp2.md": f"{api.marker('2.99.0')}\n# API: fully_shard\n"}
+
+    monkeypatch.setattr(api, "build_pages", fake_build_pages)
+    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path.parent / "cache"))
+    report = references.refresh(tmp_path / SKILL, source="installed")
+    assert report["torch_version"] == "2.99.0"
+    again = installer.install(dest=tmp_path, mcp=False, api_refs=False)
+    assert again.installed and again.installed[0]["kept"] == []
+    installer.uninstall(dest=tmp_path, mcp=False)
+    assert snapshot(tmp_path) == before

@@ -387,3 +387,23 @@ def _remove_bundle(bundle_dir: Path, manifest: dict, report: Report) -> None:
     (bundle_dir / MANIFEST).unlink()
     bundle_dir.rmdir()
     _remove_empty(manifest.get("created_dirs", []))
+
+
+def adopt_generated(bundle_dir: Path, names: list[str]) -> None:
+    """Record in an installed bundle's manifest the reference pages ``refresh`` rewrote.
+
+    ``names`` are file names under ``references/``. Pages that exist get their new hash, pages
+    that are gone leave the manifest; a bundle with no manifest (not installed by us) is left
+    alone. Install and uninstall then treat the refreshed pages as their own, not as edits.
+    """
+    manifest = read_manifest(bundle_dir)
+    if manifest is None:
+        return
+    for name in names:
+        rel = f"references/{name}"
+        digest = _file_hash(bundle_dir / rel)
+        if digest is None:
+            manifest["files"].pop(rel, None)
+        else:
+            manifest["files"][rel] = digest
+    atomic.write_text(bundle_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))

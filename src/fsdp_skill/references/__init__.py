@@ -63,10 +63,15 @@ def refresh(
             "failures": [f.as_dict() for f in result.failures],
         }
         owned = web_pages.owner(f.url for f in result.failures)
+    before = {p.name for p in (bundle / "references").glob("*.md")}
     try:
         old, new = machinery.replace_pages(bundle, pages, owned)
     except OSError as exc:  # a full disk, a read-only install: the bundle is left as it was
         raise UsageError(f"cannot refresh {bundle}: {exc.strerror or exc}") from None
+    after = {p.name for p in (bundle / "references").glob("*.md")}
+    from fsdp_skill.install.installer import adopt_generated
+
+    adopt_generated(bundle, sorted(set(pages) | (before - after)))
     report = {"source": source, "torch_version": version, "sections": len(new)}
     report.update(machinery.diff_sections(old, new))
     report.update(extra)
