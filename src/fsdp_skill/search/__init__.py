@@ -46,7 +46,17 @@ def build_index(bundle: Path | None = None) -> Path:
 
 
 def _snippet(raw: str) -> str:
-    return re.sub(r"\s+", " ", raw).strip()
+    """The excerpt with matched words in bold and the page's own bold markers dropped.
+
+    Words the tokenizer split out of one identifier (``init_device_mesh``) become one
+    highlight instead of a bold fragment per part.
+    """
+    from fsdp_skill.search.index import HIT_CLOSE, HIT_OPEN
+
+    text = raw.replace("**", "")
+    text = re.sub(f"{HIT_CLOSE}([_.]?){HIT_OPEN}", r"\1", text)
+    text = text.replace(HIT_OPEN, "**").replace(HIT_CLOSE, "**")
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:

@@ -28,6 +28,8 @@ except ImportError:  # pragma: no cover - Python builds without the module
 _CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
 
+HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
+
 COLUMNS = ("title", "page", "headings", "keywords", "body", "code")
 """FTS5 columns, in the order of the weights ``query`` passes to ``bm25``."""
 
@@ -252,11 +254,12 @@ def count_matches(db: sqlite3.Connection, expression: str, cap: int) -> int:
 
 
 def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict[int, str]:
-    """``{rowid: body excerpt with the matched words in bold}`` for a few sections."""
+    """``{rowid: body excerpt}`` for a few sections, matched words between ``HIT_OPEN`` and
+    ``HIT_CLOSE`` (control characters, so they never clash with the Markdown in the text)."""
     marks = ",".join("?" * len(rowids))
     return dict(
         db.execute(
-            "SELECT rowid, snippet(fts, 4, '**', '**', '…', 20) FROM fts"
+            f"SELECT rowid, snippet(fts, 4, '{HIT_OPEN}', '{HIT_CLOSE}', '…', 20) FROM fts"
             f" WHERE fts MATCH ? AND rowid IN ({marks})",
             (expression, *rowids),
         ).fetchall()
