@@ -193,7 +193,7 @@ def nonfinite_grad() -> None:
     init()
     layer = nn.Linear(4, 1)
     loss = layer(torch.full((2, 4), float("inf"))).sum() * 0.0
-    print(f"step 0 loss: {loss.item()}")
+    sys.stdout.write(f"step 0 loss: {loss.item()}\n")
     loss.backward()
     torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0, error_if_nonfinite=True)
 
@@ -283,7 +283,9 @@ def run_batch() -> None:
     loud = os.environ.get("RANK", "0") == "0"
     for name in BATCH:
         if loud:
-            print(f"=== scenario: {name}", flush=True)
+            # One write, so another rank's output in the same pipe cannot split the marker line.
+            sys.stdout.write(f"=== scenario: {name}\n")
+            sys.stdout.flush()
         try:
             SCENARIOS[name]()
         except Exception:
