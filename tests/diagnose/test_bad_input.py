@@ -14,23 +14,18 @@ import pytest
 
 from fsdp_skill.diagnose import hang
 from fsdp_skill.errors import UsageError
+from tests.cli import fsdp
 from tests.diagnose.synth import Fault, history, nccl_lines, write_nccl
-
-CLI = [sys.executable, "-m", "fsdp_skill"]
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
 
 
 def test_empty_folder_is_bad_usage(tmp_path):
     with pytest.raises(UsageError, match="empty folder"):
         hang([str(tmp_path)])
-    result = _cli("hang", str(tmp_path))
-    assert result.returncode == 2
-    assert result.stderr.startswith("fsdp-skill: error: nothing to analyse")
-    assert "Traceback" not in result.stderr
-    assert result.stdout == ""
+    result = fsdp("hang", str(tmp_path))
+    assert result.code == 2
+    assert result.err.startswith("fsdp-skill: error: nothing to analyse")
+    assert "Traceback" not in result.err
+    assert result.out == ""
 
 
 def test_missing_path_and_no_path(tmp_path):
@@ -42,9 +37,9 @@ def test_missing_path_and_no_path(tmp_path):
 
 def test_binary_garbage_alone_is_unreadable(tmp_path):
     (tmp_path / "core.bin").write_bytes(bytes(range(256)) * 4096)
-    result = _cli("hang", str(tmp_path / "core.bin"))
-    assert result.returncode == 2
-    assert "nothing to analyse" in result.stderr
+    result = fsdp("hang", str(tmp_path / "core.bin"))
+    assert result.code == 2
+    assert "nothing to analyse" in result.err
 
 
 def test_binary_garbage_next_to_good_logs_is_a_warning(tmp_path):
@@ -76,9 +71,9 @@ def test_mixed_encodings(tmp_path):
 
 def test_one_rank_only(tmp_path):
     write_nccl(tmp_path, 1, Fault("none"))
-    result = _cli("hang", "--json", str(tmp_path))
-    assert result.returncode == 0
-    data = json.loads(result.stdout)
+    result = fsdp("hang", "--json", str(tmp_path))
+    assert result.code == 0
+    data = json.loads(result.out)
     assert data["ranks"] == 1
     assert data["verdict"] == "no-divergence"
     assert any("only one rank" in w for w in data["warnings"])
@@ -101,9 +96,9 @@ def test_malicious_pickle_is_refused(tmp_path):
             return (os.system, (f"touch {marker}",))
 
     (tmp_path / "fr_rank0").write_bytes(pickle.dumps({"entries": [Exploit()]}))
-    result = _cli("hang", str(tmp_path / "fr_rank0"))
-    assert result.returncode == 2
-    assert "refused to load" in result.stderr
+    result = fsdp("hang", str(tmp_path / "fr_rank0"))
+    assert result.code == 2
+    assert "refused to load" in result.err
     assert not marker.exists()
 
 

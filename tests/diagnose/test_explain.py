@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from fsdp_skill.diagnose import explain
 from fsdp_skill.diagnose.render import read_explain_input
 from fsdp_skill.errors import UsageError
+from tests.cli import fsdp
 from tests.diagnose.capture import ERROR_FIXTURES, split_batch
 
-CLI = [sys.executable, "-m", "fsdp_skill"]
 WATCHDOG = (
     "[rank3]:[E1130 10:12:03.000003 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught "
     "collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1024, "
     "NumelOut=1024, Timeout(ms)=600000) ran for 600042 milliseconds before timing out."
 )
-
-
-def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=60)
 
 
 def test_match_carries_the_contract_fields():
@@ -91,17 +85,17 @@ def test_read_input_from_file_argument_and_stdin(tmp_path, monkeypatch):
 
 
 def test_cli_text_json_and_exit_codes(tmp_path):
-    result = _cli("explain", WATCHDOG)
-    assert result.returncode == 0
-    assert "nccl-watchdog-timeout" in result.stdout and "fix:" in result.stdout
-    result = _cli("explain", "--json", "-", stdin=WATCHDOG)
-    assert json.loads(result.stdout)["matches"][0]["id"] == "nccl-watchdog-timeout"
-    result = _cli("explain", "--json", "nothing wrong here")
-    assert result.returncode == 1
-    assert json.loads(result.stdout) == {"matches": []}
-    result = _cli("explain", "--file", str(tmp_path / "missing.log"))
-    assert result.returncode == 2
-    assert result.stderr.startswith("fsdp-skill: error: cannot read")
+    result = fsdp("explain", WATCHDOG)
+    assert result.code == 0
+    assert "nccl-watchdog-timeout" in result.out and "fix:" in result.out
+    result = fsdp("explain", "--json", "-", input=WATCHDOG)
+    assert json.loads(result.out)["matches"][0]["id"] == "nccl-watchdog-timeout"
+    result = fsdp("explain", "--json", "nothing wrong here")
+    assert result.code == 1
+    assert json.loads(result.out) == {"matches": []}
+    result = fsdp("explain", "--file", str(tmp_path / "missing.log"))
+    assert result.code == 2
+    assert result.err.startswith("fsdp-skill: error: cannot read")
 
 
 def test_ranks_from_torchrun_failure_summary():

@@ -22,16 +22,6 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
     }
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> dict[str, str]:
-    """A fake home folder and a PATH with no agent executables on it."""
-    home = tmp_path / "home"
-    home.mkdir()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    return {"HOME": str(home), "PATH": str(bin_dir), "XDG_CONFIG_HOME": ""}
-
-
 def test_install_to_dest_is_verifiable_idempotent_and_reversible(tmp_path: Path):
     dest = tmp_path / "skills"
     dest.mkdir()

@@ -44,15 +44,6 @@ VSCODE_CONFIG = """// my servers
 """
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "home"
-    home.mkdir()
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    return {"HOME": str(home), "PATH": str(bin_dir), "XDG_CONFIG_HOME": "", "APPDATA": ""}
-
-
 def put(home: dict[str, str], rel: str, text: str | bytes) -> Path:
     path = Path(home["HOME"]) / rel
     path.parent.mkdir(parents=True, exist_ok=True)

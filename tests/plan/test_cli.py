@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from fsdp_skill.cli import cli
 from fsdp_skill.errors import UsageError
 from fsdp_skill.plan import plan
+from tests.cli import fsdp
 
 
 def _run(*args: str):
@@ -177,16 +178,11 @@ def test_bad_input_is_a_one_line_error(args):
     for key, value in base.items():
         if key not in full:
             full += [key, value]
-    proc = subprocess.run(
-        [sys.executable, "-m", "fsdp_skill", "plan", *full],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert proc.stderr.startswith("fsdp-skill: error:")
+    result = fsdp("plan", *full)
+    assert result.code == 2, result.err
+    assert result.out == ""
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    assert result.err.startswith("fsdp-skill: error:")
 
 
 @pytest.mark.parametrize(

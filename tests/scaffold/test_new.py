@@ -15,6 +15,7 @@ from fsdp_skill.cli import main
 from fsdp_skill.errors import UsageError
 from fsdp_skill.scaffold import TEMPLATE_DIR, new_project
 from fsdp_skill.scaffold.project import Options, render, template_files
+from tests.cli import fsdp
 
 PROJECT_FILES = [
     "README.md",
@@ -25,14 +26,6 @@ PROJECT_FILES = [
     "train.py",
     "train_config.json",
 ]
-
-
-def run_cli(*args: str) -> tuple[int, str, str]:
-    """Run the CLI in a child process: exit status, stdout, stderr."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "fsdp_skill", *args], capture_output=True, text=True, timeout=60
-    )
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def train_defaults() -> dict:
@@ -180,17 +173,17 @@ def test_an_unwritable_parent_is_a_usage_error(tmp_path):
 
 
 def test_cli_json_and_exit_codes(tmp_path):
-    code, out, err = run_cli("new", str(tmp_path / "p"), "--precision", "fp32", "--json")
-    assert code == 0, err
-    data = json.loads(out)
+    result = fsdp("new", tmp_path / "p", "--precision", "fp32", "--json")
+    assert result.code == 0, result.err
+    data = result.json()
     assert data["path"] == str((tmp_path / "p").resolve())
     assert data["files"] == PROJECT_FILES
     assert data["options"]["precision"] == "fp32"
-    code, out, err = run_cli("new", str(tmp_path / "p"))
-    assert code == 2 and out == ""
-    assert err.startswith("fsdp-skill: error:") and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli("new", str(tmp_path / "q"), "--fsdp-version", "3")
-    assert code == 2 and "Traceback" not in err and not (tmp_path / "q").exists()
+    result = fsdp("new", tmp_path / "p")
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith("fsdp-skill: error:") and len(result.err.strip().splitlines()) == 1
+    result = fsdp("new", tmp_path / "q", "--fsdp-version", "3")
+    assert result.code == 2 and "Traceback" not in result.err and not (tmp_path / "q").exists()
 
 
 def test_cli_in_process_text_output(tmp_path, capsys):
