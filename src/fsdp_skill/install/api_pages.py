@@ -8,18 +8,11 @@ imported); when the versions match, nothing is imported.
 from __future__ import annotations
 
 import re
-from importlib import metadata
+
+from fsdp_skill.knowledge import installed_torch_version
 
 _STAMP = re.compile(r"from torch (\S+):")
 _PREFIX = "references/api-"
-
-
-def installed_torch_version() -> str | None:
-    """The installed torch's version without its build tag (``2.13.0``), or None."""
-    try:
-        return metadata.version("torch").split("+")[0]
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def shipped_version(files: dict[str, bytes]) -> str | None:
@@ -39,6 +32,7 @@ def for_installed_torch(files: dict[str, bytes]) -> tuple[dict[str, bytes], str 
     pages already match its version.
     """
     installed = installed_torch_version()
+    installed = installed.split("+")[0] if installed else None
     shipped = shipped_version(files)
     if installed is None or installed == shipped:
         return files, None

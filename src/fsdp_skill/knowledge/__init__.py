@@ -245,6 +245,19 @@ def pitfall_for_lint(code: str) -> Pitfall | None:
     return next((p for p in pitfalls() if p.lint == code), None)
 
 
+def installed_torch_version() -> str | None:
+    """The installed torch's version as its package metadata gives it (``2.13.0+cpu``), or None.
+
+    Reading the metadata takes milliseconds; importing torch would take seconds.
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def version_tuple(version: str) -> tuple[int, ...]:
     """``"2.13.0+cpu"`` -> ``(2, 13, 0)``."""
     return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.errors import UsageError
+from fsdp_skill.knowledge import installed_torch_version
 from fsdp_skill.plan import activations, comm, memory, snippet
 from fsdp_skill.plan.activations import ATTENTION
 from fsdp_skill.plan.model import ModelSpec, from_hf_config, from_param_count, load_config_file
@@ -282,7 +283,7 @@ def plan(
         optimizer=optimizer,
         **{k: v for k, v in more.items() if k != "torch_version" and v is not None},
     )
-    torch_version = more.get("torch_version") or snippet.installed_torch_version()
+    torch_version = more.get("torch_version") or installed_torch_version()
     strategies = {s.name: s for s in candidates(setup.nodes, bool(activation_checkpointing))}
     rows = [_strategy_row(setup, s) for s in strategies.values()]
     notes = list(spec.notes)

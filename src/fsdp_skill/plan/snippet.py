@@ -8,8 +8,6 @@ them as ``torch.distributed._composable.fsdp``; before 2.4 only FSDP1
 
 from __future__ import annotations
 
-import importlib.metadata
-
 from fsdp_skill.knowledge import version_tuple
 from fsdp_skill.plan.setup import Setup
 from fsdp_skill.plan.strategies import Strategy
@@ -17,14 +15,6 @@ from fsdp_skill.plan.strategies import Strategy
 # Where each family keeps its decoder layers in the Hugging Face model classes.
 LAYERS_ATTR = {"gpt2": "model.transformer.h", "gpt_neox": "model.gpt_neox.layers"}
 DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
-
-
-def installed_torch_version() -> str | None:
-    """The installed torch's version string, read from package metadata (torch not imported)."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def render(setup: Setup, strategy: Strategy, torch_version: str | None) -> str:

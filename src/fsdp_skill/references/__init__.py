@@ -57,7 +57,9 @@ def refresh(
             reasons = "; ".join(f"{f.url}: {f.reason}" for f in result.failures[:3])
             raise UsageError(f"no page could be fetched ({reasons or 'nothing in scope'})")
         pages = web_pages.render_pages(result.pages)
-        version = _installed_torch_version()
+        from fsdp_skill.knowledge import installed_torch_version
+
+        version = (installed_torch_version() or "not installed").split("+")[0]
         extra = {
             "pages": sorted(p.url for p in result.pages),
             "failures": [f.as_dict() for f in result.failures],
@@ -76,16 +78,6 @@ def refresh(
     report.update(machinery.diff_sections(old, new))
     report.update(extra)
     return report
-
-
-def _installed_torch_version() -> str:
-    """The installed torch's version from its metadata (importing torch takes seconds)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("torch").split("+")[0]
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def _status(message: str, enabled: bool):
