@@ -114,12 +114,15 @@ def _check_skill_md(bundle: Path) -> list[Problem]:
     return problems
 
 
-def _anchors(path: Path) -> set[str]:
-    text = path.read_text(encoding="utf-8")
-    return {markdown.slugify(title) for _, _, title in markdown.headings(text)}
+def _anchors(path: Path, seen: dict[Path, set[str]]) -> set[str]:
+    """The heading anchors of a Markdown file, read once per verify run (``seen``)."""
+    if path not in seen:
+        text = path.read_text(encoding="utf-8")
+        seen[path] = {markdown.slugify(title) for _, _, title in markdown.headings(text)}
+    return seen[path]
 
 
-def _check_links(bundle: Path, md: Path, text: str) -> list[Problem]:
+def _check_links(bundle: Path, md: Path, text: str, anchors: dict[Path, set[str]]) -> list[Problem]:
     rel = md.relative_to(bundle).as_posix()
     problems = []
     for line, target in markdown.links(text):
@@ -135,7 +138,7 @@ def _check_links(bundle: Path, md: Path, text: str) -> list[Problem]:
         except ValueError:
             problems.append(Problem(rel, line, f"link {target} leaves the bundle"))
             continue
-        if anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+        if anchor and dest.suffix == ".md" and anchor not in _anchors(dest, anchors):
             problems.append(Problem(rel, line, f"link {target}: no heading #{anchor}"))
     return problems
 
@@ -187,9 +190,10 @@ def verify(bundle: Path = BUNDLE_DIR, check_torch: bool = True) -> list[Problem]
         raise UsageError(f"{bundle} is not a folder")
     problems = _check_skill_md(bundle)
     version = symbols.torch_version() if check_torch else None
+    anchors: dict[Path, set[str]] = {}
     for md in sorted(bundle.rglob("*.md")):
         text = md.read_text(encoding="utf-8")
-        problems.extend(_check_links(bundle, md, text))
+        problems.extend(_check_links(bundle, md, text, anchors))
         problems.extend(_check_code_and_names(bundle, md, text, version))
     for script in sorted((bundle / "scripts").glob("*.py")):
         try:
