@@ -253,17 +253,14 @@ def test_interrupted_install_leaves_previous_bundle(tmp_path: Path, monkeypatch)
     from fsdp_skill.install import installer
 
     installer.install(dest=tmp_path)
-    before = snapshot(tmp_path)
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(installer.atomic, "replace_dir", full_disk)
-    skill_md = tmp_path / SKILL / "SKILL.md"
+    # An older install: its SKILL.md differs from the shipped one, unedited since.
+    (tmp_path / SKILL / "SKILL.md").write_text("old version\n")
     manifest = installer.read_manifest(tmp_path / SKILL)
-    manifest["files"]["SKILL.md"] = "0" * 64  # pretend the shipped SKILL.md changed
-    (tmp_path / SKILL / installer.MANIFEST).write_text(json.dumps(manifest))
-    skill_md.write_text("old version\n")
     manifest["files"]["SKILL.md"] = installer.sha256(b"old version\n")
     (tmp_path / SKILL / installer.MANIFEST).write_text(json.dumps(manifest))
     before = snapshot(tmp_path)
