@@ -28,8 +28,13 @@ def _codes() -> list[tuple[str, str]]:
             if block.language in ("python", "py"):
                 found.append((f"{md.relative_to(BUNDLE_DIR)}:{block.line}", block.code))
     for pitfall in knowledge.pitfalls():
-        found += [(f"pitfall:{pitfall.id}:bad", pitfall.bad), (f"pitfall:{pitfall.id}:good", pitfall.good)]
-    return [(where, code) for where, code in found if any(r in code for r in ROOTS + tuple(SKIPPED))]
+        found += [
+            (f"pitfall:{pitfall.id}:bad", pitfall.bad),
+            (f"pitfall:{pitfall.id}:good", pitfall.good),
+        ]
+    return [
+        (where, code) for where, code in found if any(r in code for r in ROOTS + tuple(SKIPPED))
+    ]
 
 
 CODES = _codes()

@@ -119,7 +119,9 @@ def _trainer_args(tmp_path, fsdp_config: dict) -> dict:
     return args.fsdp_plugin_args
 
 
-FLIPPABLE = [k for k, r in TRAINER.items() if r["field"] and r["default"].lower() in ("true", "false")]
+FLIPPABLE = [
+    k for k, r in TRAINER.items() if r["field"] and r["default"].lower() in ("true", "false")
+]
 
 
 @pytest.mark.parametrize("key", FLIPPABLE)
@@ -152,7 +154,11 @@ def _table_rows(guide_id: str, first_header: str) -> list[list[str]]:
     """The body rows of the table in ``guide_id`` whose first header cell is ``first_header``."""
     rows, inside = [], False
     for line in GUIDES[guide_id].body.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        cells = (
+            [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("|")
+            else None
+        )
         if cells is None:
             inside = False
             continue

@@ -41,7 +41,11 @@ def messages(tmp_path_factory) -> dict[str, str]:
 
 def test_the_hf_pitfalls_use_the_script():
     ids = {p.id for p, _ in CLAIMS}
-    assert {"hf-wrap-class-not-found", "qlora-integer-dtype-flatten", "generate-on-sharded-params"} <= ids
+    assert {
+        "hf-wrap-class-not-found",
+        "qlora-integer-dtype-flatten",
+        "generate-on-sharded-params",
+    } <= ids
 
 
 @pytest.mark.slow

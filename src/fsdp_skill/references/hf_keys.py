@@ -218,7 +218,11 @@ def _kwargs_dict(func: ast.FunctionDef, variable: str, owner: str) -> dict[str, 
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
             continue
         target = node.targets[0]
-        if isinstance(target, ast.Name) and target.id == variable and isinstance(node.value, ast.Dict):
+        if (
+            isinstance(target, ast.Name)
+            and target.id == variable
+            and isinstance(node.value, ast.Dict)
+        ):
             pairs = zip(node.value.keys, node.value.values, strict=True)
         elif (
             isinstance(target, ast.Subscript)
@@ -263,7 +267,9 @@ def mine_plugin() -> list[dict]:
     lines = {n.target.id: n.lineno for n in cls.body if isinstance(n, ast.AnnAssign)}
     rows = []
     passed = {f for fields in [*fsdp1.values(), *fsdp2.values()] for f in fields}
-    unknown = set(ACCELERATE_OWN_USE) - {f.name for f in dataclasses.fields(FullyShardedDataParallelPlugin)}
+    unknown = set(ACCELERATE_OWN_USE) - {
+        f.name for f in dataclasses.fields(FullyShardedDataParallelPlugin)
+    }
     if unknown:
         raise LookupError(f"ACCELERATE_OWN_USE names fields the plugin lacks: {sorted(unknown)}")
     for field in dataclasses.fields(FullyShardedDataParallelPlugin):
@@ -279,7 +285,10 @@ def mine_plugin() -> list[dict]:
             two = "(dropped: FSDP1 only)"
         elif only == "fsdp2":
             one = "(raises: FSDP2 only)"
-        one, two = one or "(not passed to FullyShardedDataParallel)", two or "(not passed to fully_shard)"
+        one, two = (
+            one or "(not passed to FullyShardedDataParallel)",
+            two or "(not passed to fully_shard)",
+        )
         rows.append(
             {
                 "field": field.name,
@@ -445,7 +454,9 @@ def mine_trainer_fsdp_config() -> list[dict]:
         if field and not row["field"]:
             row["field"], row["only"], row["source"] = field, only, f"{rel}:{line}"
         elif field and row["only"] != only:
-            row["only"] = ""  # read for both versions (e.g. with a bool for one, a name for the other)
+            row["only"] = (
+                ""  # read for both versions (e.g. with a bool for one, a name for the other)
+            )
 
     def visit(stmts: list[ast.stmt], only: str, test_keys: list, local: dict) -> None:
         for stmt in stmts:
@@ -521,7 +532,10 @@ def mine() -> dict:
 
     plugin = mine_plugin()
     return {
-        "versions": {"accelerate": accelerate.__version__, "transformers": transformers.__version__},
+        "versions": {
+            "accelerate": accelerate.__version__,
+            "transformers": transformers.__version__,
+        },
         "plugin": plugin,
         "accelerate_config": mine_accelerate_config(plugin),
         "trainer_fsdp_config": mine_trainer_fsdp_config(),
