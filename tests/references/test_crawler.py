@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.references import crawler, redirects
+from tests.references.bundles import small_bundle
 from tests.references.docs_server import HUGE_BYTES, SITE, docs_server
 
 FAST = {"timeout": 0.5, "retries": 2, "backoff": 0.01, "max_page_bytes": HUGE_BYTES // 2}
@@ -184,14 +185,6 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     assert isinstance(crawler._progress_bar(True), Progress)
 
 
-def _bundle(tmp_path: Path) -> Path:
-    bundle = tmp_path / "bundle" / "pytorch-fsdp"
-    (bundle / "references").mkdir(parents=True)
-    (bundle / "SKILL.md").write_text("---\nname: pytorch-fsdp\n---\n")
-    (bundle / "references" / "mine.md").write_text("# Mine\n\n## Kept\n\nuser text\n")
-    return bundle
-
-
 def _refresh(url: str, bundle: Path) -> list[str]:
     """The command line of a web refresh of ``bundle`` from ``url``."""
     return [
@@ -201,7 +194,7 @@ def _refresh(url: str, bundle: Path) -> list[str]:
 
 
 def test_a_refresh_killed_while_a_page_downloads_leaves_nothing_the_next_run_keeps(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     cache = tmp_path / "cache" / "web"
     env = {**os.environ, "FSDP_SKILL_CACHE": str(tmp_path / "cache")}
     before = sorted(p.name for p in bundle.rglob("*"))

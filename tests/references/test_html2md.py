@@ -228,3 +228,14 @@ def test_api_entries_of_older_sphinx_builds_are_entries_too():
     text = html2md.convert(old, "https://docs.pytorch.org/docs/1.13/distributed.html").markdown
     assert "## torch.distributed.barrier\n" in text
     assert "```text\ntorch.distributed.barrier(group=None)\n```" in text
+
+
+def test_a_positional_only_slash_is_kept_in_the_signature():
+    # the fully_shard fixture's keyword-only marker, with "/" where it has "*": Sphinx writes
+    # both as a bare operator parameter
+    page = (SITE / "docs/2.11/distributed.fsdp.fully_shard.html").read_text(encoding="utf-8")
+    star = '<em class="sig-param"><span class="o"><span class="pre">*</span></span></em>'
+    assert star in page
+    slashed = page.replace(star, star.replace(">*<", ">/<"), 1)
+    text = html2md.convert(slashed, PAGES["docs/2.11/distributed.fsdp.fully_shard.html"]).markdown
+    assert "torch.distributed.fsdp.fully_shard(module, /, mesh=None, " in text

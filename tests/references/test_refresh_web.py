@@ -15,6 +15,7 @@ from fsdp_skill.references import refresh, seeds
 from fsdp_skill.search import search
 from fsdp_skill.search.sections import bundle_sections
 from tests.cli import fsdp
+from tests.references.bundles import USER_PAGE, small_bundle
 from tests.references.docs_server import HUGE_BYTES, docs_server
 
 FAST = {"timeout": 2, "retries": 2, "backoff": 0.01, "max_page_bytes": HUGE_BYTES // 2}
@@ -26,20 +27,12 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path / "cache"))
 
 
-def _bundle(tmp_path: Path) -> Path:
-    bundle = tmp_path / "bundle" / "pytorch-fsdp"
-    (bundle / "references").mkdir(parents=True)
-    (bundle / "SKILL.md").write_text("---\nname: pytorch-fsdp\n---\n")
-    (bundle / "references" / "mine.md").write_text("# Mine\n\n## Kept\n\nuser text\n")
-    return bundle
-
-
 def _web_pages(bundle: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((bundle / "references").glob("web-*.md"))}
 
 
 def test_the_official_list_on_a_mirror_is_read_through_the_stable_stubs(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     with docs_server() as (base, log):
         report = refresh(bundle, source="web", base=base, **FAST)
         again = refresh(bundle, source="web", base=base, **FAST)
@@ -64,11 +57,11 @@ def test_the_official_list_on_a_mirror_is_read_through_the_stable_stubs(tmp_path
     usage = next(s for s in bundle_sections(bundle) if s.id == "web-run#usage")
     assert usage.url == f"{base}/docs/2.11/elastic/run.html#usage"
     assert (again["added"], again["removed"], again["changed"]) == ([], [], [])
-    assert (bundle / "references" / "mine.md").read_text() == "# Mine\n\n## Kept\n\nuser text\n"
+    assert (bundle / "references" / "mine.md").read_text() == USER_PAGE
 
 
 def test_a_version_is_read_from_its_folder_without_the_stubs(tmp_path, monkeypatch):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     with docs_server() as (base, log):
         report = refresh(bundle, source="web", base=base, version="2.11", **FAST)
     assert report["docs_version"] == "2.11"
@@ -77,13 +70,13 @@ def test_a_version_is_read_from_its_folder_without_the_stubs(tmp_path, monkeypat
     # by default, the installed torch's version when the site has its docs
     monkeypatch.setattr(seeds, "installed_docs_version", lambda: "2.11")
     with docs_server() as (base, log):
-        report = refresh(_bundle(tmp_path / "second"), source="web", base=base, **FAST)
+        report = refresh(small_bundle(tmp_path / "second"), source="web", base=base, **FAST)
     assert report["docs_version"] == "2.11"
     assert not [p for p in log.paths() if p.startswith("/docs/stable/")]
 
 
 def test_a_partial_refresh_keeps_the_other_pages_and_prune_removes_them(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     with docs_server() as (base, _):
         refresh(bundle, source="web", base=base, version="2.11", **FAST)
         full = _web_pages(bundle)
@@ -100,7 +93,7 @@ def test_a_partial_refresh_keeps_the_other_pages_and_prune_removes_them(tmp_path
 
 
 def test_a_page_moving_to_a_new_version_replaces_its_old_copy(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     with docs_server() as (base, _):
         refresh(bundle, source="web", urls=(f"{base}/docs/2.11/fsdp.html",), **FAST)
         refresh(bundle, source="web", urls=(f"{base}/docs/stable/fsdp.html",), **FAST)
@@ -125,7 +118,7 @@ def test_crawled_pages_are_found_by_search(tmp_path):
 
 
 def test_cli_takes_several_urls_and_reports_one_json_document(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     env = {"FSDP_SKILL_CACHE": str(tmp_path / "cache")}
     with docs_server() as (base, _):
         urls = (f"{base}/docs/stable/fsdp.html", f"{base}/docs/stable/elastic/run.html")
@@ -152,7 +145,7 @@ def test_cli_takes_several_urls_and_reports_one_json_document(tmp_path):
     ],
 )
 def test_cli_refuses_bad_options_in_one_line(tmp_path, args, message):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     result = fsdp("refresh", *args, "--dest", bundle, env={"FSDP_SKILL_CACHE": str(tmp_path)})
     assert result.code == 2
     assert message in result.err and "Traceback" not in result.err
@@ -160,7 +153,7 @@ def test_cli_refuses_bad_options_in_one_line(tmp_path, args, message):
 
 
 def test_unreachable_site_is_a_usage_error_and_changes_nothing(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     before = sorted(p.name for p in (bundle / "references").iterdir())
     with docs_server() as (base, _):
         url = f"{base}/docs/fsdp-missing.html"
@@ -175,7 +168,7 @@ def test_unreachable_site_is_a_usage_error_and_changes_nothing(tmp_path):
 
 
 def test_web_refresh_writes_only_inside_the_references_folder(tmp_path):
-    bundle = _bundle(tmp_path)
+    bundle = small_bundle(tmp_path)
     before = {p for p in tmp_path.rglob("*") if "cache" not in p.parts}
     with docs_server() as (base, _):
         urls = (f"{base}/docs/..%2F..%2F..%2Fescape-fsdp.html", f"{base}/docs/stable/fsdp.html")

@@ -149,7 +149,9 @@ def _watched(connection_class, deadline: _Deadline):
     return make
 
 
-class _WatchedHTTP(urllib.request.HTTPHandler):
+class _Watching:
+    """A handler whose connections are watched by a deadline."""
+
     def __init__(self, deadline: _Deadline) -> None:
         super().__init__()
         self.deadline = deadline
@@ -158,13 +160,12 @@ class _WatchedHTTP(urllib.request.HTTPHandler):
         return super().do_open(_watched(http_class, self.deadline), req, **kwargs)
 
 
-class _WatchedHTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, deadline: _Deadline) -> None:
-        super().__init__()
-        self.deadline = deadline
+class _WatchedHTTP(_Watching, urllib.request.HTTPHandler):
+    pass
 
-    def do_open(self, http_class, req, **kwargs):
-        return super().do_open(_watched(http_class, self.deadline), req, **kwargs)
+
+class _WatchedHTTPS(_Watching, urllib.request.HTTPSHandler):
+    pass
 
 
 @dataclass

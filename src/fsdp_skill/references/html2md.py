@@ -228,20 +228,30 @@ def _escape_brackets(label: str) -> str:
     )
 
 
-def _without_blank_runs(lines: list[str]) -> list[str]:
-    """At most one blank line in a row outside code fences; code keeps every line."""
-    out: list[str] = []
+def _in_code(lines: list[str]) -> list[bool]:
+    """For each line, whether it belongs to a fenced code block (its fences included)."""
+    flags: list[bool] = []
     fence = ""
     for line in lines:
         bare = line.lstrip(" >")
         if fence:
             if bare.startswith(fence) and not bare.strip("`"):
                 fence = ""
+            flags.append(True)
         elif bare.startswith("```"):
             fence = bare[: len(bare) - len(bare.lstrip("`"))]
-        elif not line.strip() and (not out or not out[-1].strip()):
-            continue
-        out.append(line)
+            flags.append(True)
+        else:
+            flags.append(False)
+    return flags
+
+
+def _without_blank_runs(lines: list[str]) -> list[str]:
+    """At most one blank line in a row outside code fences; code keeps every line."""
+    out: list[str] = []
+    for line, code in zip(lines, _in_code(lines), strict=True):
+        if code or line.strip() or (out and out[-1].strip()):
+            out.append(line)
     return out
 
 
@@ -465,20 +475,7 @@ class _Renderer:
 
 def _item_lines(lines: list[str]) -> list[str]:
     """The lines of a list item without blank lines, except those inside code fences."""
-    kept: list[str] = []
-    fence = ""
-    for line in lines:
-        bare = line.lstrip(" >")
-        if fence:
-            if bare.startswith(fence) and not bare.strip("`"):
-                fence = ""
-            kept.append(line)
-        elif bare.startswith("```"):
-            fence = bare[: len(bare) - len(bare.lstrip("`"))]
-            kept.append(line)
-        elif line.strip():
-            kept.append(line)
-    return kept
+    return [ln for ln, code in zip(lines, _in_code(lines), strict=True) if code or ln.strip()]
 
 
 @dataclass(frozen=True)
