@@ -183,6 +183,15 @@ def test_api_entries_nest_under_their_section_and_class(pages):
     assert (2, "torch.distributed.fsdp.FullyShardedDataParallel") in fsdp  # right under h1
 
 
+def test_a_long_entry_gets_its_field_lists_as_sub_headings(pages):
+    fsdp = pages["docs/2.11/fsdp.html"]  # the FSDP1 class: description and 11 parameters
+    entry = "torch.distributed.fsdp.FullyShardedDataParallel"
+    assert f"### FullyShardedDataParallel: Parameters\n\n<{DOCS}fsdp.html#{entry}>\n" in fsdp
+    assert "**Parameters:**" not in fsdp
+    short = pages["docs/2.11/distributed.fsdp.fully_shard.html"]
+    assert "**Parameters:**" in short and ": Parameters" not in short  # short entries: no
+
+
 @pytest.mark.parametrize("name", PAGES)
 def test_no_part_between_two_headings_is_over_the_section_limit(name, pages):
     lines = pages[name].split("\n")

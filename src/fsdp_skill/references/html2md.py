@@ -26,6 +26,8 @@ from fsdp_skill.references.html_tree import BLOCKS, HEADINGS, Node, parse, text_
 
 _DROP = {"script", "style", "nav", "footer", "form", "button", "noscript", "svg", "head"}
 _DROP = _DROP | {"template", "iframe", "select", "textarea"}
+SECTION_LIMIT = 8000
+"""Characters a search section should stay under: longer API entries get sub-headings."""
 THEME_CLASSES = {
     "headerlink",  # the "#" / "¶" permalink after every heading
     "viewcode-link",  # "[source]"
@@ -260,6 +262,8 @@ class _Renderer:
         self.base = base
         self.section_level = 1
         """The level of the last heading written: API entries go one below it."""
+        self.field_headings: tuple[int, str] | None = None
+        """(level, entry) while a long API entry's field lists become its sub-headings."""
 
     # --- inline -----------------------------------------------------------------------
 
@@ -373,6 +377,10 @@ class _Renderer:
             return [*self.quoted(self.blocks(node)), ""]
         if tag == "dt":
             text = self.inline_run(node.children).strip()
+            if text and self.field_headings and "field-list" in (node.parent or node).classes:
+                level, name = self.field_headings
+                title = f"{name.rsplit('.', 1)[-1]}: {text.rstrip(':')}"
+                return [f"{'#' * level} {_escape_prose(title)}", "", *self.anchor_line(name)]
             return [f"**{text}**", ""] if text else []
         return self.blocks(node)
 
@@ -420,9 +428,14 @@ class _Renderer:
                 continue
             marker = f"{number}. " if ordered else "- "
             number += 1
-            out.append(marker + lines[0])
+            code = _in_code(lines)
+            # code stays at the margin, where every Markdown reader sees a fence, and the
+            # list goes on after it with its own numbers
+            out.append(marker.rstrip() if code[0] else marker + lines[0])
+            start = 0 if code[0] else 1
             pad = " " * len(marker)
-            out.extend(pad + ln if ln else "" for ln in lines[1:])
+            for line, in_code in zip(lines[start:], code[start:], strict=True):
+                out.append(line if in_code or not line else pad + line)
         return [*out, ""]
 
     def admonition(self, node: Node) -> list[str]:
@@ -447,30 +460,44 @@ class _Renderer:
 
     def api_entry(self, node: Node) -> list[str]:
         """A ``dl.py`` entry: a heading named by its id, its signatures, its description;
-        entries inside it (a class's methods) one level deeper."""
+        entries inside it (a class's methods) one level deeper. An entry whose own text is
+        longer than a search section gets its field lists (Parameters, Returns ...) as
+        sub-headings."""
         level = min(self.section_level + 1, 6)
-        outer = self.section_level
-        signatures: list[str] = []
-        name = ""
-        body: list[str] = []
-        for child in node.elements():
-            if child.tag == "dt":
-                name = name or child.attrs.get("id", "")
-                signature = re.sub(r"\s+", " ", plain(child)).strip()
-                if signature:
-                    signatures.append(signature)
-            elif child.tag == "dd":
-                self.section_level = level
-                body += self.blocks(child)
-                self.section_level = outer
-        name = name or (signatures[0].split("(")[0] if signatures else "")
+        outer, outer_fields = self.section_level, self.field_headings
+        self.field_headings = None
+        signatures = [
+            re.sub(r"\s+", " ", plain(dt)).strip() for dt in node.elements() if dt.tag == "dt"
+        ]
+        signatures = [s for s in signatures if s]
+        ids = [dt.attrs["id"] for dt in node.elements() if dt.tag == "dt" and dt.attrs.get("id")]
+        name = ids[0] if ids else (signatures[0].split("(")[0] if signatures else "")
+        self.section_level = level
+        body = self._entry_body(node)
+        if name and _own_length(body, level) > SECTION_LIMIT:
+            self.field_headings = (min(level + 1, 6), name)
+            body = self._entry_body(node)
+            self.field_headings = None
+        head = [f"{'#' * level} {_escape_prose(name)}", "", *self.anchor_line(name)]
+        self.section_level, self.field_headings = outer, outer_fields
         if not name:
             return body
-        self.section_level = level
-        head = [f"{'#' * level} {_escape_prose(name)}", "", *self.anchor_line(name)]
-        self.section_level = outer
         code = ["```text", *signatures, "```", ""] if signatures else []
         return [*head, *code, *body]
+
+    def _entry_body(self, node: Node) -> list[str]:
+        return [ln for dd in node.elements() if dd.tag == "dd" for ln in self.blocks(dd)]
+
+
+def _own_length(lines: list[str], level: int) -> int:
+    """The length of an API entry's text before the first entry nested in it."""
+    nested = "#" * (level + 1) + " "
+    size = 0
+    for line, code in zip(lines, _in_code(lines), strict=True):
+        if not code and line.startswith(nested):
+            break
+        size += len(line) + 1
+    return size
 
 
 def _item_lines(lines: list[str]) -> list[str]:
