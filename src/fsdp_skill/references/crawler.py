@@ -95,20 +95,22 @@ class _Deadline:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
-        self._timer: threading.Timer | None = None
+        self._request = 0
+        """Counts requests, so that a late timer of an earlier one cuts nothing off."""
         self.expired = False
 
     @contextlib.contextmanager
     def running(self, seconds: float):
         with self._lock:
+            self._request += 1
             self._sockets, self.expired = [], False
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-        self._timer.start()
+            timer = threading.Timer(seconds, self._expire, (self._request,))
+        timer.daemon = True
+        timer.start()
         try:
             yield self
         finally:
-            self._timer.cancel()
+            timer.cancel()
             with self._lock:
                 self._sockets = []
 
@@ -120,8 +122,10 @@ class _Deadline:
             if self.expired:
                 _shut(sock)
 
-    def _expire(self) -> None:
+    def _expire(self, request: int) -> None:
         with self._lock:
+            if request != self._request:
+                return
             self.expired = True
             for sock in self._sockets:
                 _shut(sock)
@@ -405,8 +409,11 @@ class Crawler:
             if size > self.max_page_bytes:
                 raise FetchError(f"page larger than the {self.max_page_bytes} byte budget")
             chunks.append(chunk)
-            if staged is not None:
-                staged.write(chunk)
+            if staged is not None and not staged.closed:
+                try:
+                    staged.write(chunk)
+                except OSError:  # a full cache only costs time: the page is kept in memory
+                    staged.close()
         if self._deadline.expired:  # the socket was shut: what came is not the whole page
             raise FetchError(f"took longer than the {self.page_deadline:g}s page deadline")
         self.downloaded += size

@@ -284,9 +284,8 @@ class _Renderer:
             if len(run) > 1 or (run and _is_type(run[0], "".join(out), following)):
                 out.append(_escape_prose(re.sub(r"\s+", " ", "".join(run))))
                 continue
-            if run:
-                text = re.sub(r"\s+", " ", run[0]).strip()
-                out.append(f"*{_escape_prose(text)}*" if text else "")
+            if run:  # one word in italics, or a link around one: as it stands
+                out.append(self.inline(children[i - 1]))
                 continue
             out.append(self.inline(children[i]))
             i += 1
