@@ -70,8 +70,8 @@ class CrawlResult:
     failures: list[Failure] = field(default_factory=list)
     bytes: int = 0
     docs_version: str | None = None
-    """The docs version the official seeds were read from (``stable``, ``2.11``); None for
-    pages named with ``--url``."""
+    """The docs version the seeds were read from (``stable``, ``2.11``); None for pages
+    named with ``--url`` and no ``--version``."""
 
 
 class FetchError(Exception):
@@ -586,7 +586,7 @@ def crawl_pages(
     folder = default_cache() if cache is True else (cache or None)
     crawler = Crawler(Scope(()), Cache(folder), **limits)
     with crawler.cache.owned(), _progress_bar(progress) as bar:
-        docs_version = None
+        docs_version = version  # None for named pages read as they are
         if urls:
             start = tuple(seeds.with_version(u, version) for u in urls) if version else urls
         else:
