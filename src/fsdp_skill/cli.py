@@ -273,21 +273,50 @@ def show(section_id, as_json) -> int:
     show_default=True,
     help="installed: API references from the torch this Python imports; web: crawl the docs.",
 )
-@click.option("--url", "url", metavar="BASE", help="With --source web: crawl from this page.")
+@click.option(
+    "--url",
+    "urls",
+    metavar="URL",
+    multiple=True,
+    help="With --source web: crawl from this page (repeatable) instead of the official list.",
+)
+@click.option(
+    "--base",
+    metavar="URL",
+    help="With --source web: read the official pages from this mirror (same paths).",
+)
+@click.option(
+    "--version",
+    "docs_version",
+    metavar="X.Y",
+    help="With --source web: the docs version to read (default: the installed torch's "
+    "when published, else stable).",
+)
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="With --source web: also remove crawled pages not fetched this time.",
+)
 @click.option(
     "--dest",
     type=click.Path(path_type=Path, file_okay=False),
     help="Bundle folder to refresh (default: the one the toolkit ships).",
 )
 @json_option
-def refresh(source, url, dest, as_json) -> int:
+def refresh(source, urls, base, docs_version, prune, dest, as_json) -> int:
     """Rebuild the API references and the search index atomically; report what changed."""
     from fsdp_skill.references import refresh as run_refresh
     from fsdp_skill.search import bundle_dir
 
-    if url and source != "web":
-        raise UsageError("--url needs --source web")
-    report = run_refresh(dest or bundle_dir(), source=source, url=url, progress=not as_json)
+    report = run_refresh(
+        dest or bundle_dir(),
+        source=source,
+        urls=urls,
+        base=base,
+        version=docs_version,
+        prune=prune,
+        progress=not as_json,
+    )
     if as_json:
         emit_json(report)
         return 0
