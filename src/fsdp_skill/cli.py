@@ -592,6 +592,8 @@ def hang_command(paths, as_json) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
+    from fsdp_skill.locking import Terminated
+
     try:
         code = cli.main(args=argv, prog_name="fsdp-skill", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -608,6 +610,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         echo("fsdp-skill: interrupted", err=True)
         code = 130
+    except Terminated:
+        echo("fsdp-skill: terminated; nothing was left half-written", err=True)
+        code = 143
     except BrokenPipeError:
         code = 0
     sys.exit(code if isinstance(code, int) else 0)

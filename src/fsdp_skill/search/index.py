@@ -68,13 +68,18 @@ def _stat(entry: os.DirEntry) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def _hash(pages: list[Path]) -> str:
+def _hash(files: list[Path]) -> str:
     digest = blake2b(digest_size=12)
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
-    for page in pages:
-        digest.update(page.name.encode() + b"\0" + page.read_bytes() + b"\0")
+    for page in files:
+        try:
+            data = page.read_bytes()
+        except OSError as exc:
+            data = f"unreadable: {exc.strerror}".encode()
+        pages.check_text(page, data)
+        digest.update(page.name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
 
 
