@@ -71,7 +71,10 @@ def replace_pages(
             if target.resolve().parent != new_refs.resolve():
                 raise ValueError(f"refusing to write {name!r} outside the references folder")
             atomic.write_text(target, text)
-        index.build(stage)  # the index of the new pages is ready before anyone can see them
+        try:
+            index.build(stage)  # the index of the new pages is ready before anyone can see them
+        except OSError:
+            pass  # the cache cannot hold it (full, read-only): search builds it when asked
         new = sections.bundle_sections(stage)
         if references.exists():
             atomic.replace_dir(new_refs, references)
