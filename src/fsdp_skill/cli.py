@@ -125,18 +125,27 @@ def uninstall(clients, project, dest, dry_run, mcp, as_json) -> int:
 def verify(bundle_dir, no_torch, as_json) -> int:
     """Check a skill bundle (default: the shipped one)."""
     from fsdp_skill.bundle_files import BUNDLE_DIR
+    from fsdp_skill.verify import skipped_checks
     from fsdp_skill.verify import verify as run_verify
 
     bundle = bundle_dir or BUNDLE_DIR
     if not bundle.exists():
         raise UsageError(f"{bundle} does not exist")
     problems = run_verify(bundle, check_torch=not no_torch)
+    skipped = skipped_checks(check_torch=not no_torch)
     if as_json:
-        emit_json({"ok": not problems, "problems": [p.as_dict() for p in problems]})
+        emit_json(
+            {"ok": not problems, "problems": [p.as_dict() for p in problems], "skipped": skipped}
+        )
     else:
         for p in problems:
             echo(f"{p.path}:{p.line}: {p.message}")
-        echo(f"{bundle}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+        verdict = "ok" if not problems else f"{len(problems)} problem(s)"
+        for check in skipped:
+            what, _, why = check.partition(": ")
+            hint = "" if no_torch else "; install the [torch] extra to check them"
+            verdict += f"; skipped the check of {what} ({why}{hint})"
+        echo(f"{bundle}: {verdict}")
     return 1 if problems else 0
 
 

@@ -189,6 +189,15 @@ def _check_code_and_names(bundle: Path, md: Path, text: str, version: str | None
     return problems
 
 
+def skipped_checks(check_torch: bool) -> list[str]:
+    """The checks ``verify`` did not run, each as ``"<check>: <why>"`` (empty: all ran)."""
+    if not check_torch:
+        return ["torch names: --no-torch"]
+    if symbols.torch_version() is None:
+        return ["torch names: torch is not importable here"]
+    return []
+
+
 def verify(bundle: Path = BUNDLE_DIR, check_torch: bool = True) -> list[Problem]:
     """Every problem found in the bundle at ``bundle`` (an empty list means it passes)."""
     bundle = Path(bundle)
