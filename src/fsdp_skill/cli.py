@@ -27,6 +27,9 @@ def cli() -> None:
     Search the skill's references, lint training scripts, plan memory, explain errors,
     find where hung ranks diverged, check the environment, start a project, and install
     the skill into every agent client.
+
+    Every command but mcp and render takes --json (one JSON document on stdout). Exit
+    status: 0 success, 1 problems found, 2 bad usage or unreadable input.
     """
 
 
@@ -59,6 +62,33 @@ _dest_option = click.option(
     help="Install into DEST/pytorch-fsdp, whatever the client.",
 )
 _dry_run_option = click.option("--dry-run", is_flag=True, help="Print the plan, write nothing.")
+
+# uninstall takes the same options; its help says what they mean when removing.
+_uninstall_client_option = click.option(
+    "--client",
+    "clients",
+    multiple=True,
+    metavar="NAME",
+    help="Client to remove the skill (or MCP entry) from (repeatable), named as for install. "
+    "Default: every client's folders are looked at.",
+)
+_uninstall_project_option = click.option(
+    "--project",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Remove from this project's skill folders instead of your home's.",
+)
+_uninstall_dest_option = click.option(
+    "--dest",
+    type=click.Path(path_type=Path),
+    help="Remove DEST/pytorch-fsdp, installed there with install --dest.",
+)
+_uninstall_mcp_option = click.option(
+    "--mcp/--no-mcp",
+    default=True,
+    show_default=True,
+    help="Also remove the MCP server entry (and nothing else) from the MCP config files of "
+    "Claude Desktop, Cursor, VS Code and Windsurf.",
+)
 
 
 def _print_report(report, as_json: bool, keys: tuple[str, ...]) -> None:
@@ -101,11 +131,11 @@ def install(clients, project, dest, force, dry_run, mcp, api_refs, as_json) -> i
 
 
 @cli.command(context_settings=CONTEXT)
-@_client_option
-@_project_option
-@_dest_option
+@_uninstall_client_option
+@_uninstall_project_option
+@_uninstall_dest_option
 @_dry_run_option
-@_mcp_option
+@_uninstall_mcp_option
 @json_option
 def uninstall(clients, project, dest, dry_run, mcp, as_json) -> int:
     """Remove what install wrote (files you edited or added stay)."""
@@ -529,7 +559,10 @@ def new_command(
     force,
     as_json,
 ) -> int:
-    """Write a runnable, resumable FSDP2 training project into DIR."""
+    """Write a runnable, resumable FSDP2 training project into DIR.
+
+    The project needs torch>=2.6 and transformers>=5 to run (not to be written).
+    """
     from fsdp_skill.scaffold import new_project
 
     result = new_project(
@@ -545,6 +578,9 @@ def new_command(
     if as_json:
         emit_json(result)
         return 0
+    needs = " and ".join(f"{name}{spec}" for name, spec in result["requires"].items())
+    has = ", ".join(f"{n} {v}" if v else f"no {n}" for n, v in result["installed"].items())
+    echo(f"the project needs {needs} to run (this Python has {has})")
     echo(f"wrote {len(result['files'])} files to {result['path']}:")
     for rel in result["files"]:
         echo(f"  {rel}")
