@@ -141,6 +141,8 @@ def test_the_built_wheel_runs_every_tool_without_torch_or_the_checkout(tmp_path:
         "lint": ([tool, "lint", "train.py"], 1),
         "explain": ([tool, "explain", "Default process group has not been initialized"], 0),
         "verify": ([tool, "verify"], 0),
+        "install": ([tool, "install", "--dest", str(tmp_path / "skills")], 0),
+        "hang": ([tool, "hang", str(REPO / "tests/diagnose/fixtures/rank_killed/torchrun.log")], 1),
     }
     for name, (cmd, code) in runs.items():
         result = _run(cmd, env=env, cwd=work)
