@@ -35,60 +35,24 @@ def cli() -> None:
 
 # --- install / uninstall / verify / render -------------------------------------------------
 
-_client_option = click.option(
-    "--client",
-    "clients",
-    multiple=True,
-    metavar="NAME",
-    help="Client to install for (repeatable): claude-code, codex, cursor, opencode, gemini, "
-    "copilot, kiro, agents; MCP only: claude-desktop, vscode, windsurf. Default: every client "
-    "found on this machine.",
-)
-_mcp_option = click.option(
-    "--mcp/--no-mcp",
-    default=True,
-    show_default=True,
-    help="Also (un)register the MCP server in Claude Desktop, Cursor, VS Code and Windsurf: the "
-    "named ones, or those whose MCP config file exists.",
-)
-_project_option = click.option(
-    "--project",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Install into this project's skill folders instead of your home's.",
-)
-_dest_option = click.option(
-    "--dest",
-    type=click.Path(path_type=Path),
-    help="Install into DEST/pytorch-fsdp, whatever the client.",
-)
-_dry_run_option = click.option("--dry-run", is_flag=True, help="Print the plan, write nothing.")
 
-# uninstall takes the same options; its help says what they mean when removing.
-_uninstall_client_option = click.option(
-    "--client",
-    "clients",
-    multiple=True,
-    metavar="NAME",
-    help="Client to remove the skill (or MCP entry) from (repeatable), named as for install. "
-    "Default: every client's folders are looked at.",
-)
-_uninstall_project_option = click.option(
-    "--project",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Remove from this project's skill folders instead of your home's.",
-)
-_uninstall_dest_option = click.option(
-    "--dest",
-    type=click.Path(path_type=Path),
-    help="Remove DEST/pytorch-fsdp, installed there with install --dest.",
-)
-_uninstall_mcp_option = click.option(
-    "--mcp/--no-mcp",
-    default=True,
-    show_default=True,
-    help="Also remove the MCP server entry (and nothing else) from the MCP config files of "
-    "Claude Desktop, Cursor, VS Code and Windsurf.",
-)
+def _client_option(text: str):
+    return click.option("--client", "clients", multiple=True, metavar="NAME", help=text)
+
+
+def _project_option(text: str):
+    return click.option("--project", type=click.Path(path_type=Path, file_okay=False), help=text)
+
+
+def _dest_option(text: str):
+    return click.option("--dest", type=click.Path(path_type=Path), help=text)
+
+
+def _mcp_option(text: str):
+    return click.option("--mcp/--no-mcp", default=True, show_default=True, help=text)
+
+
+_dry_run_option = click.option("--dry-run", is_flag=True, help="Print the plan, write nothing.")
 
 
 def _print_report(report, as_json: bool, keys: tuple[str, ...]) -> None:
@@ -100,12 +64,24 @@ def _print_report(report, as_json: bool, keys: tuple[str, ...]) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@_client_option
-@_project_option
-@_dest_option
-@click.option("--force", is_flag=True, help="Overwrite files you edited since install.")
+@_client_option(
+    "Client to install for (repeatable): claude-code, codex, cursor, opencode, gemini, "
+    "copilot, kiro, agents; MCP only: claude-desktop, vscode, windsurf. Default: every client "
+    "found on this machine."
+)
+@_project_option("Install into this project's skill folders instead of your home's.")
+@_dest_option("Install into DEST/pytorch-fsdp, whatever the client.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite files you edited since install; move aside a bundle whose manifest is "
+    "corrupted, and install a fresh one.",
+)
 @_dry_run_option
-@_mcp_option
+@_mcp_option(
+    "Also register the MCP server in Claude Desktop, Cursor, VS Code and Windsurf: the named "
+    "ones, or those whose MCP config file exists."
+)
 @click.option(
     "--api-refs/--no-api-refs",
     default=True,
@@ -131,11 +107,17 @@ def install(clients, project, dest, force, dry_run, mcp, api_refs, as_json) -> i
 
 
 @cli.command(context_settings=CONTEXT)
-@_uninstall_client_option
-@_uninstall_project_option
-@_uninstall_dest_option
+@_client_option(
+    "Client to remove the skill (or MCP entry) from (repeatable), named as for install. "
+    "Default: every client's folders are looked at."
+)
+@_project_option("Remove from this project's skill folders instead of your home's.")
+@_dest_option("Remove DEST/pytorch-fsdp, installed there with install --dest.")
 @_dry_run_option
-@_uninstall_mcp_option
+@_mcp_option(
+    "Also remove the MCP server entry (and nothing else) from the MCP config files of "
+    "Claude Desktop, Cursor, VS Code and Windsurf."
+)
 @json_option
 def uninstall(clients, project, dest, dry_run, mcp, as_json) -> int:
     """Remove what install wrote (files you edited or added stay)."""
