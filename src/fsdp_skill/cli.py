@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from fsdp_skill import __version__
-from fsdp_skill.errors import UsageError
+from fsdp_skill.errors import Terminated, UsageError
 from fsdp_skill.output import echo, emit_json
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -619,8 +619,6 @@ def hang_command(paths, as_json) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
-    from fsdp_skill.locking import Terminated
-
     try:
         code = cli.main(args=argv, prog_name="fsdp-skill", standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fsdp_skill import atomic
 from fsdp_skill.bundle_files import MANIFEST
-from fsdp_skill.errors import UsageError
+from fsdp_skill.errors import Terminated, UsageError
 
 try:
     import fcntl
@@ -32,10 +32,6 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, one run at
 
 _INSIDE = ("references", MANIFEST)
 """Names inside a bundle that refresh and install write aside and rename into place."""
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived while a bundle was being written (exit status 143)."""
 
 
 def lock_path(bundle_dir: Path) -> Path:

@@ -12,21 +12,23 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from fsdp_skill.search import pages
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
     from fsdp_skill.search.sections import Section
+
+    T = TypeVar("T")
 
 try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on every search
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
-
-T = TypeVar("T")
 
 _CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
