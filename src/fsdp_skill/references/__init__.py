@@ -52,7 +52,11 @@ def refresh(
             try:
                 version_found, pages = api.build_pages()
             except api.TorchMissing as exc:
-                raise UsageError(str(exc)) from None
+                raise UsageError(
+                    f"{exc}; install torch (the toolkit's [torch] extra: pip install "
+                    "'.[torch]' from a checkout of this repository) or refresh from the "
+                    "official docs with --source web"
+                ) from None
 
         def owned(name: str, text: str) -> bool:
             return name.startswith(api.PAGE_PREFIX) and api.is_generated(text)
@@ -77,15 +81,17 @@ def refresh(
         if result.docs_version:
             extra["docs_version"] = result.docs_version
         owned = web_pages.owner((p.url for p in result.pages), prune)
-    before = {p.name for p in (bundle / "references").glob("*.md")}
+    from fsdp_skill import locking
+    from fsdp_skill.install.manifest import adopt_generated
+
     try:
-        old, new = machinery.replace_pages(bundle, pages, owned)
+        with locking.bundle_lock(bundle.resolve()):
+            before = {p.name for p in (bundle / "references").glob("*.md")}
+            old, new = machinery.replace_pages(bundle, pages, owned)
+            after = {p.name for p in (bundle / "references").glob("*.md")}
+            adopt_generated(bundle, sorted(set(pages) | (before - after)))
     except OSError as exc:  # a full disk, a read-only install: the bundle is left as it was
         raise UsageError(f"cannot refresh {bundle}: {exc.strerror or exc}") from None
-    after = {p.name for p in (bundle / "references").glob("*.md")}
-    from fsdp_skill.install.installer import adopt_generated
-
-    adopt_generated(bundle, sorted(set(pages) | (before - after)))
     report = {"source": source, "torch_version": version_found, "sections": len(new)}
     report.update(machinery.diff_sections(old, new))
     report.update(extra)
