@@ -34,6 +34,40 @@ def test_no_match_is_empty():
     assert explain("everything is fine, loss 0.42")["matches"] == []
 
 
+def test_no_match_searches_the_references_with_the_exception_line():
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/train.py", line 12, in <module>\n'
+        "    main()\n"
+        "RuntimeError: sharded optimizer state dict gathered on cpu is too large 123456\n"
+    )
+    result = explain(text)
+    assert result["matches"] == []
+    assert result["searched"].startswith("RuntimeError: sharded optimizer state dict")
+    assert "123456" not in result["searched"] and "/home/u" not in result["searched"]
+    assert result["related"], "the fallback found no section at all"
+    for section in result["related"]:
+        assert set(section) == {"id", "title", "path", "snippet"}
+
+
+def test_empty_input_is_a_usage_error():
+    with pytest.raises(UsageError, match="empty input"):
+        explain(" \n\t ")
+    result = fsdp("explain", "-", input="")
+    assert result.code == 2
+    assert result.err.startswith("fsdp-skill: error: empty input")
+    assert "Traceback" not in result.err
+
+
+def test_text_output_names_sections_as_show_commands():
+    result = fsdp("explain", WATCHDOG)
+    assert "fsdp-skill show pitfall:nccl-watchdog-timeout" in result.out
+    assert "references/" not in result.out
+    unknown = fsdp("explain", "ValueError: the frobnicator of the sharded widget is unhappy")
+    assert unknown.code == 1
+    assert "possibly related sections" in unknown.out and "fsdp-skill show " in unknown.out
+
+
 def test_root_cause_ranks_above_the_launcher_summary():
     log = (ERROR_FIXTURES / "batch.log").read_text(encoding="utf-8")
     text = split_batch(log)["ddp_unused_parameters"] + (
@@ -92,7 +126,9 @@ def test_cli_text_json_and_exit_codes(tmp_path):
     assert json.loads(result.out)["matches"][0]["id"] == "nccl-watchdog-timeout"
     result = fsdp("explain", "--json", "nothing wrong here")
     assert result.code == 1
-    assert json.loads(result.out) == {"matches": []}
+    out = json.loads(result.out)
+    assert out["matches"] == [] and out["hang"] is None
+    assert out["searched"] == "nothing wrong here"
     result = fsdp("explain", "--file", str(tmp_path / "missing.log"))
     assert result.code == 2
     assert result.err.startswith("fsdp-skill: error: cannot read")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fsdp_skill.diagnose import advice, align
-from fsdp_skill.diagnose.scan import scan_all
+from fsdp_skill.diagnose.scan import scan_all, scan_string
 from fsdp_skill.diagnose.sources import expand
 from fsdp_skill.diagnose.trace import UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
@@ -107,6 +107,27 @@ def hang(paths: list[str]) -> dict:
                 else ""
             )
         )
+    return _result(trace, reports, problems)
+
+
+def analyse_text(text: str) -> dict | None:
+    """``hang``'s answer for one pasted log, when it holds at least two ranks' collectives.
+
+    ``explain`` adds this to its answer: the same divergence check, without files.
+    """
+    trace, report = scan_string(text)
+    informed = [
+        r for r, st in trace.ranks.items() if st.waits or any(seq.sigs for seq in st.pgs.values())
+    ]
+    if len(informed) < 2:
+        return None
+    result = _result(trace, [report], [])
+    for key in ("inputs", "rank_states", "other_divergences"):
+        result.pop(key, None)
+    return result
+
+
+def _result(trace: Trace, reports: list, problems: list[str]) -> dict:
     divergence, others = align.diverge(trace)
     kinds = {k for r in reports for k in r.kinds}
     warnings = list(problems)
