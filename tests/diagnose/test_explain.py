@@ -153,3 +153,106 @@ def test_public_functions_are_not_shadowed_by_submodules():
     for info in pkgutil.iter_modules(diagnose.__path__):
         importlib.import_module(f"fsdp_skill.diagnose.{info.name}")
     assert callable(diagnose.explain) and callable(diagnose.hang)
+
+
+# --- wording drift: the same message as people paste it ----------------------------------------
+
+REQUIRES_GRAD = (
+    "ValueError: Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        REQUIRES_GRAD,
+        REQUIRES_GRAD.replace("`", ""),  # quotes stripped
+        REQUIRES_GRAD.replace("`", "'"),  # other quotes
+        "ValueError: `FlatParameter` requires uniform `requires_grad`",  # torch 2.0 wording
+        "[rank3]:[E1130 10:12:03.000003] ValueError: Must flatten tensors with uniform\n"
+        "[rank3]:    requires_grad when use_orig_params=False",  # wrapped, prefixed
+        "\x1b[31mValueError: Must flatten tensors with uniform requires_grad when "
+        "use_orig_params=False\x1b[0m",  # ANSI colours
+        "> (WorkerDict pid=9092) valueerror: must flatten tensors with UNIFORM requires_grad "
+        "when use_orig_params=false",  # a quoted reply of a Ray worker's line, any case
+    ],
+)
+def test_wording_drift_is_still_recognised(text):
+    assert explain(text)["matches"][0]["id"] == "fsdp1-mixed-requires-grad"
+
+
+def test_the_deciding_detail_wins_over_the_generic_family():
+    text = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1691, invalid usage (run with NCCL_DEBUG=WARN for details), "
+        "NCCL version 2.19.3\n"
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "Last error:\n"
+        "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000\n"
+    )
+    ids = [m["id"] for m in explain(text)["matches"]]
+    assert ids[:2] == ["nccl-duplicate-gpu", "nccl-invalid-usage"]
+    shm = (
+        "node1:14937:69361 [0] misc/shmutils.cc:129 NCCL WARN Error while creating shared memory "
+        "segment /dev/shm/nccl-glnlGK (size 14156128)\n"
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error\n"
+    )
+    assert [m["id"] for m in explain(shm)["matches"]][:2] == [
+        "container-shm-too-small",
+        "nccl-unhandled-system-error",
+    ]
+
+
+def test_collective_mismatch_names_the_ops_and_the_ranks():
+    from tests.diagnose.capture import FIXTURES
+
+    text = (FIXTURES / "mismatch_op_detail" / "torchrun.log").read_text(encoding="utf-8")
+    match = next(m for m in explain(text)["matches"] if m["id"] == "collective-mismatch")
+    assert "ALLREDUCE" in match["detail"] and "BROADCAST" in match["detail"]
+    assert "rank 1" in match["detail"]
+    reduce_vs_gather = (
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=7, OpType=REDUCE, TensorShape=[20, 10], "
+        "TensorDtypes=Float), but Rank 1 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=7, OpType=ALLGATHER, TensorShape=[20, 10], TensorDtypes=Float). "
+        "Collectives differ in the following aspects: Op type: REDUCEvs ALLGATHER"
+    )
+    detail = explain(reduce_vs_gather)["matches"][0]["detail"]
+    assert detail.startswith("rank 0: REDUCE shape [20, 10] Float; rank 1: ALLGATHER")
+
+
+def test_child_failed_points_at_the_root_cause_ranks_own_error():
+    from tests.diagnose.capture import FIXTURES
+
+    text = (FIXTURES / "rank_raises" / "torchrun.log").read_text(encoding="utf-8")
+    match = next(m for m in explain(text)["matches"] if m["id"] == "elastic-child-failed")
+    assert match["detail"].startswith("root cause: rank 1")
+    assert "data loader worker failed on this rank" in match["detail"]
+    assert "fsdp-skill explain" not in match["fix"]
+    summary_only = (
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2023-09-04_10:10:23\n"
+        "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 3669031)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+    )
+    detail = explain(summary_only)["matches"][0]["detail"]
+    assert detail.startswith("root cause: rank 3 (exit code 1); this text does not hold")
+
+
+def test_a_log_of_several_ranks_also_gets_the_hang_verdict():
+    from tests.diagnose.capture import FIXTURES
+
+    text = (FIXTURES / "rank_stalls" / "torchrun.log").read_text(encoding="utf-8")
+    result = explain(text)
+    assert result["hang"]["verdict"] == "missing-collective"
+    assert result["hang"]["culprit_ranks"] == [1]
+    assert explain(WATCHDOG)["hang"] is None  # one rank: nothing to compare
+
+
+def test_matching_a_huge_line_stays_fast():
+    import time
+
+    text = "NCCL error in: " * 70_000 + "\n" + ("Watchdog caught " * 70_000)
+    start = time.perf_counter()
+    explain(text)
+    assert time.perf_counter() - start < 10

@@ -98,6 +98,11 @@ def hang_text(result: dict) -> list[str]:
             f", collective #{d['seq']}" if d["seq"] is not None else ""
         )
         lines.append(f"first divergence: {where}")
+        if "last_completed" in d:
+            lines.append(
+                f"  last completed: #{d['last_completed']}"
+                + (f", last enqueued: #{d['last_enqueued']}" if "last_enqueued" in d else "")
+            )
         for side in [d["majority"], *d["others"]]:
             plural = "s" if len(side["ranks"]) > 1 else ""
             lines.append(f"  rank{plural} {_ranks(side['ranks'])}: {side['state']}")
