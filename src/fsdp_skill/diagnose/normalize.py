@@ -24,7 +24,6 @@ _LEAD = re.compile(r"^\s{0,40}(?:(?:>|\u2502|\u2503|\|)(?=\s)|\([A-Za-z_]\w{0,60
 _TRAIL = re.compile(r"\s(?:\u2502|\u2503)\s{0,40}$")
 _MAX_LAYERS = 8
 """Decorations removed from one end of a line at most (a quoted reply of a rich traceback…)."""
-_BLANKS = re.compile(r"\s+")
 
 
 def strip_decorations(line: str) -> str:
@@ -39,8 +38,16 @@ def strip_decorations(line: str) -> str:
     return line.strip()
 
 
-def _normal(line: str) -> str:
-    return _BLANKS.sub(" ", _QUOTES.sub("", strip_decorations(line))).strip()
+_DECORATED = (">", "\u2502", "\u2503", "|", "(")
+_BLANKS_IN_LINE = re.compile(r"[^\S\n]+")
+
+
+def _undecorated(line: str) -> str:
+    """``strip_decorations`` for the lines that can carry one; the others are only stripped."""
+    bare = line.strip()
+    if bare.startswith(_DECORATED) or bare.endswith(("\u2502", "\u2503")):
+        return strip_decorations(bare)
+    return bare
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,10 @@ def normalize(text: str) -> Normalized:
     """The views of ``text`` that signatures are matched against."""
     clean, ranks = strip_prefixes(_ANSI.sub("", text))
     lines = clean.split("\n") if clean else []
-    normal = [_normal(line) for line in lines]
+    normal = [_undecorated(line) for line in lines]
+    # Quotes and blank runs go in one pass over the whole text (lines keep their count).
+    normal = _BLANKS_IN_LINE.sub(" ", _QUOTES.sub("", "\n".join(normal))).split("\n")
+    normal = [line.strip() for line in normal]
     starts, pos = [], 0
     for line in normal:
         starts.append(pos)
