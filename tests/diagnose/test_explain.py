@@ -203,11 +203,18 @@ def test_the_deciding_detail_wins_over_the_generic_family():
     ]
 
 
-def test_collective_mismatch_names_the_ops_and_the_ranks():
+def _fixture_log(case: str) -> str:
     from tests.diagnose.capture import FIXTURES
 
-    text = (FIXTURES / "mismatch_op_detail" / "torchrun.log").read_text(encoding="utf-8")
-    match = next(m for m in explain(text)["matches"] if m["id"] == "collective-mismatch")
+    return (FIXTURES / case / "torchrun.log").read_text(encoding="utf-8")
+
+
+def _match(text: str, pitfall_id: str) -> dict:
+    return next(m for m in explain(text)["matches"] if m["id"] == pitfall_id)
+
+
+def test_collective_mismatch_names_the_ops_and_the_ranks():
+    match = _match(_fixture_log("mismatch_op_detail"), "collective-mismatch")
     assert "ALLREDUCE" in match["detail"] and "BROADCAST" in match["detail"]
     assert "rank 1" in match["detail"]
     reduce_vs_gather = (
@@ -222,10 +229,7 @@ def test_collective_mismatch_names_the_ops_and_the_ranks():
 
 
 def test_child_failed_points_at_the_root_cause_ranks_own_error():
-    from tests.diagnose.capture import FIXTURES
-
-    text = (FIXTURES / "rank_raises" / "torchrun.log").read_text(encoding="utf-8")
-    match = next(m for m in explain(text)["matches"] if m["id"] == "elastic-child-failed")
+    match = _match(_fixture_log("rank_raises"), "elastic-child-failed")
     assert match["detail"].startswith("root cause: rank 1")
     assert "data loader worker failed on this rank" in match["detail"]
     assert "fsdp-skill explain" not in match["fix"]
@@ -240,10 +244,7 @@ def test_child_failed_points_at_the_root_cause_ranks_own_error():
 
 
 def test_a_log_of_several_ranks_also_gets_the_hang_verdict():
-    from tests.diagnose.capture import FIXTURES
-
-    text = (FIXTURES / "rank_stalls" / "torchrun.log").read_text(encoding="utf-8")
-    result = explain(text)
+    result = explain(_fixture_log("rank_stalls"))
     assert result["hang"]["verdict"] == "missing-collective"
     assert result["hang"]["culprit_ranks"] == [1]
     assert explain(WATCHDOG)["hang"] is None  # one rank: nothing to compare
