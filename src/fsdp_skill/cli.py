@@ -632,7 +632,8 @@ def hang_command(paths, as_json) -> int:
 
     PATH: per-rank logs, torchrun output, NCCL_DEBUG=INFO logs, watchdog timeouts,
     TORCH_DISTRIBUTED_DEBUG=DETAIL reports, flight-recorder dumps, or folders of them.
-    Exits 1 when a divergence or a hang is found, 0 when none is.
+    Exits 1 when a divergence or a hang is found (a single rank waiting in a collective
+    counts: its report asks for the other ranks' logs), 0 when none is.
     """
     from fsdp_skill.diagnose import hang as run_hang
     from fsdp_skill.diagnose.render import hang_text

@@ -193,6 +193,8 @@ def output_types() -> dict[str, type]:
 
     class ExplainResult(TypedDict):
         matches: list[dict[str, Any]]
+        related: list[dict[str, Any]]
+        hang: dict[str, Any] | None
 
     class HangResult(TypedDict):
         ranks: int

@@ -75,6 +75,7 @@ CASES = {
     "mismatch_dtype_detail": ("mismatch_dtype", 4, True, False),
     "rank_raises": ("rank_raises", 3, False, False),
     "rank_stalls_fr": ("rank_stalls", 3, False, True),
+    "rank_stalls": ("rank_stalls", 3, False, False),
     "rank_killed": ("rank_killed", 3, False, False),
     "extra_collective_fr": ("extra_collective", 3, False, True),
     "all_wait": ("all_wait", 3, False, False),

@@ -34,6 +34,40 @@ def test_no_match_is_empty():
     assert explain("everything is fine, loss 0.42")["matches"] == []
 
 
+def test_no_match_searches_the_references_with_the_exception_line():
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/train.py", line 12, in <module>\n'
+        "    main()\n"
+        "RuntimeError: sharded optimizer state dict gathered on cpu is too large 123456\n"
+    )
+    result = explain(text)
+    assert result["matches"] == []
+    assert result["searched"].startswith("RuntimeError: sharded optimizer state dict")
+    assert "123456" not in result["searched"] and "/home/u" not in result["searched"]
+    assert result["related"], "the fallback found no section at all"
+    for section in result["related"]:
+        assert set(section) == {"id", "title", "path", "snippet"}
+
+
+def test_empty_input_is_a_usage_error():
+    with pytest.raises(UsageError, match="empty input"):
+        explain(" \n\t ")
+    result = fsdp("explain", "-", input="")
+    assert result.code == 2
+    assert result.err.startswith("fsdp-skill: error: empty input")
+    assert "Traceback" not in result.err
+
+
+def test_text_output_names_sections_as_show_commands():
+    result = fsdp("explain", WATCHDOG)
+    assert "fsdp-skill show pitfall:nccl-watchdog-timeout" in result.out
+    assert "references/" not in result.out
+    unknown = fsdp("explain", "ValueError: the frobnicator of the sharded widget is unhappy")
+    assert unknown.code == 1
+    assert "possibly related sections" in unknown.out and "fsdp-skill show " in unknown.out
+
+
 def test_root_cause_ranks_above_the_launcher_summary():
     log = (ERROR_FIXTURES / "batch.log").read_text(encoding="utf-8")
     text = split_batch(log)["ddp_unused_parameters"] + (
@@ -92,7 +126,9 @@ def test_cli_text_json_and_exit_codes(tmp_path):
     assert json.loads(result.out)["matches"][0]["id"] == "nccl-watchdog-timeout"
     result = fsdp("explain", "--json", "nothing wrong here")
     assert result.code == 1
-    assert json.loads(result.out) == {"matches": []}
+    out = json.loads(result.out)
+    assert out["matches"] == [] and out["hang"] is None
+    assert out["searched"] == "nothing wrong here"
     result = fsdp("explain", "--file", str(tmp_path / "missing.log"))
     assert result.code == 2
     assert result.err.startswith("fsdp-skill: error: cannot read")
@@ -117,3 +153,107 @@ def test_public_functions_are_not_shadowed_by_submodules():
     for info in pkgutil.iter_modules(diagnose.__path__):
         importlib.import_module(f"fsdp_skill.diagnose.{info.name}")
     assert callable(diagnose.explain) and callable(diagnose.hang)
+
+
+# --- wording drift: the same message as people paste it ----------------------------------------
+
+REQUIRES_GRAD = (
+    "ValueError: Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        REQUIRES_GRAD,
+        REQUIRES_GRAD.replace("`", ""),  # quotes stripped
+        REQUIRES_GRAD.replace("`", "'"),  # other quotes
+        "ValueError: `FlatParameter` requires uniform `requires_grad`",  # torch 2.0 wording
+        "[rank3]:[E1130 10:12:03.000003] ValueError: Must flatten tensors with uniform\n"
+        "[rank3]:    requires_grad when use_orig_params=False",  # wrapped, prefixed
+        "\x1b[31mValueError: Must flatten tensors with uniform requires_grad when "
+        "use_orig_params=False\x1b[0m",  # ANSI colours
+        "> (WorkerDict pid=9092) valueerror: must flatten tensors with UNIFORM requires_grad "
+        "when use_orig_params=false",  # a quoted reply of a Ray worker's line, any case
+    ],
+)
+def test_wording_drift_is_still_recognised(text):
+    assert explain(text)["matches"][0]["id"] == "fsdp1-mixed-requires-grad"
+
+
+def test_the_deciding_detail_wins_over_the_generic_family():
+    text = (
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1691, invalid usage (run with NCCL_DEBUG=WARN for details), "
+        "NCCL version 2.19.3\n"
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "Last error:\n"
+        "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000\n"
+    )
+    ids = [m["id"] for m in explain(text)["matches"]]
+    assert ids[:2] == ["nccl-duplicate-gpu", "nccl-invalid-usage"]
+    shm = (
+        "node1:14937:69361 [0] misc/shmutils.cc:129 NCCL WARN Error while creating shared memory "
+        "segment /dev/shm/nccl-glnlGK (size 14156128)\n"
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error\n"
+    )
+    assert [m["id"] for m in explain(shm)["matches"]][:2] == [
+        "container-shm-too-small",
+        "nccl-unhandled-system-error",
+    ]
+
+
+def _fixture_log(case: str) -> str:
+    from tests.diagnose.capture import FIXTURES
+
+    return (FIXTURES / case / "torchrun.log").read_text(encoding="utf-8")
+
+
+def _match(text: str, pitfall_id: str) -> dict:
+    return next(m for m in explain(text)["matches"] if m["id"] == pitfall_id)
+
+
+def test_collective_mismatch_names_the_ops_and_the_ranks():
+    match = _match(_fixture_log("mismatch_op_detail"), "collective-mismatch")
+    assert "ALLREDUCE" in match["detail"] and "BROADCAST" in match["detail"]
+    assert "rank 1" in match["detail"]
+    reduce_vs_gather = (
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=7, OpType=REDUCE, TensorShape=[20, 10], "
+        "TensorDtypes=Float), but Rank 1 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=7, OpType=ALLGATHER, TensorShape=[20, 10], TensorDtypes=Float). "
+        "Collectives differ in the following aspects: Op type: REDUCEvs ALLGATHER"
+    )
+    detail = explain(reduce_vs_gather)["matches"][0]["detail"]
+    assert detail.startswith("rank 0: REDUCE shape [20, 10] Float; rank 1: ALLGATHER")
+
+
+def test_child_failed_points_at_the_root_cause_ranks_own_error():
+    match = _match(_fixture_log("rank_raises"), "elastic-child-failed")
+    assert match["detail"].startswith("root cause: rank 1")
+    assert "data loader worker failed on this rank" in match["detail"]
+    assert "fsdp-skill explain" not in match["fix"]
+    summary_only = (
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2023-09-04_10:10:23\n"
+        "  rank      : 3 (local_rank: 3)\n  exitcode  : 1 (pid: 3669031)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+    )
+    detail = explain(summary_only)["matches"][0]["detail"]
+    assert detail.startswith("root cause: rank 3 (exit code 1); this text does not hold")
+
+
+def test_a_log_of_several_ranks_also_gets_the_hang_verdict():
+    result = explain(_fixture_log("rank_stalls"))
+    assert result["hang"]["verdict"] == "missing-collective"
+    assert result["hang"]["culprit_ranks"] == [1]
+    assert explain(WATCHDOG)["hang"] is None  # one rank: nothing to compare
+
+
+def test_matching_a_huge_line_stays_fast():
+    import time
+
+    text = "NCCL error in: " * 70_000 + "\n" + ("Watchdog caught " * 70_000)
+    start = time.perf_counter()
+    explain(text)
+    assert time.perf_counter() - start < 10

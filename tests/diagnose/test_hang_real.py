@@ -23,6 +23,7 @@ EXPECTED = {
     "mismatch_dtype_detail": ("size-mismatch", [1]),
     "rank_raises": ("missing-collective", [1]),
     "rank_stalls_fr": ("missing-collective", [1]),
+    "rank_stalls": ("missing-collective", [1]),
     "rank_killed": ("missing-collective", [1]),
     "extra_collective_fr": ("extra-collective", [1]),
     "all_wait": ("all-waiting", []),
@@ -77,3 +78,12 @@ def test_json_flight_recorder_dumps_of_a_healthy_run():
     assert (result["verdict"], result["culprit_ranks"]) == ("no-divergence", [])
     assert [i["kind"] for i in result["inputs"]] == ["flight-recorder", "flight-recorder"]
     assert result["rank_states"]["0"]["collectives"] == {"default": 2}
+
+
+def test_a_quiet_rank_is_the_culprit_when_the_others_time_out():
+    """Without a flight recorder: ranks 0 and 2 time out in an all_reduce, rank 1 (stuck in
+    its data loader) prints nothing and is stopped by torchrun."""
+    d = hang([str(FIXTURES / "rank_stalls")])["first_divergence"]
+    assert d["majority"]["ranks"] == [0, 2]
+    assert d["others"][0]["ranks"] == [1]
+    assert d["others"][0]["state"].startswith("no collective error")

@@ -102,3 +102,29 @@ def test_torchrun_log_dir_layout(tmp_path):
     result = hang([str(tmp_path / "logs")])
     assert (result["verdict"], result["culprit_ranks"]) == ("missing-collective", [1])
     assert any("local ranks" in w for w in result["warnings"])
+
+
+def test_a_single_ranks_watchdog_log_says_what_it_can(tmp_path):
+    """One rank's timeout: its collective, sequence number and progress, and a request for the
+    other ranks' logs; exit 1 (a hang was found), as --help says."""
+    from tests.cli import fsdp
+
+    log = tmp_path / "rank4.log"
+    log.write_text(
+        "[rank4]:[E1206 18:44:12.755262105 ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=7753, OpType=_REDUCE_SCATTER_BASE, "
+        "NumelIn=544997376, NumelOut=68124672, Timeout(ms)=600000) ran for 600099 milliseconds "
+        "before timing out.\n"
+        "[rank4]:[E1206 18:44:12.755468433 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 4] Exception "
+        "(either an error or timeout) detected by watchdog at work: 7753, last enqueued NCCL "
+        "work: 7755, last completed NCCL work: 7752.\n"
+    )
+    result = fsdp("hang", "--json", str(log))
+    assert result.code == 1
+    data = result.json()
+    assert data["verdict"] == "single-rank-waiting"
+    d = data["first_divergence"]
+    assert (d["seq"], d["last_completed"], d["last_enqueued"]) == (7753, 7752, 7755)
+    assert d["op"] and "every rank" in " ".join(data["advice"])
+    text = fsdp("hang", str(log)).out
+    assert "last completed: #7752" in text

@@ -110,6 +110,59 @@ def find_unused_without_unused() -> None:
         model(torch.randn(1, 2)).sum().backward()
 
 
+def nccl_not_built() -> None:
+    # The CPU wheel has no NCCL, as the Windows and macOS wheels have none.
+    dist.new_group([0], backend="nccl")
+
+
+def init_twice() -> None:
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
+def env_rank_missing() -> None:
+    saved = {k: os.environ.pop(k) for k in ("RANK", "WORLD_SIZE") if k in os.environ}
+    try:
+        next(dist.rendezvous("env://"))
+    finally:
+        os.environ.update(saved)
+
+
+def scalar_parameter() -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    model = nn.Linear(2, 2)
+    model.scale = nn.Parameter(torch.tensor(1.0))
+    fully_shard(model)
+
+
+def dcp_load_missing_key() -> None:
+    import torch.distributed.checkpoint as dcp
+
+    with tempfile.TemporaryDirectory() as folder:
+        dcp.save({"weight": torch.ones(2)}, checkpoint_id=folder)
+        try:
+            dcp.load(
+                {"weight": torch.zeros(2), "optim.state.0.step": torch.zeros(())},
+                checkpoint_id=folder,
+            )
+        except dcp.api.CheckpointException as exc:  # a BaseException: report it as an error
+            raise RuntimeError(str(exc)) from None
+
+
+def hybrid_shard_1d_mesh() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import ShardingStrategy
+
+    mesh = init_device_mesh("cpu", (1,))
+    FSDP(
+        nn.Linear(2, 2),
+        device_mesh=mesh,
+        sharding_strategy=ShardingStrategy.HYBRID_SHARD,
+        device_id=torch.device("cpu"),
+    )
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -119,6 +172,12 @@ CASES: dict[str, Callable[[], None]] = {
     "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,
     "mesh_with_device_index": mesh_with_device_index,
     "find_unused_without_unused": find_unused_without_unused,
+    "nccl_not_built": nccl_not_built,
+    "init_twice": init_twice,
+    "env_rank_missing": env_rank_missing,
+    "scalar_parameter": scalar_parameter,
+    "dcp_load_missing_key": dcp_load_missing_key,
+    "hybrid_shard_1d_mesh": hybrid_shard_1d_mesh,
 }
 
 

@@ -13,6 +13,7 @@ import warnings
 import pytest
 
 from fsdp_skill import knowledge, markdown
+from fsdp_skill.diagnose.matching import signature_matches
 
 torch = pytest.importorskip("torch")
 fsdp = pytest.importorskip("torch.distributed.fsdp")
@@ -48,7 +49,7 @@ def _assert_signatures_match(pitfall_id: str, text: str, every: bool = True) -> 
     """The pitfall's signatures recognise ``text``: each of them, or at least one."""
     pitfall = knowledge.pitfall(pitfall_id)
     assert pitfall is not None and pitfall.signatures, pitfall_id
-    hits = [bool(sig.search(text)) for sig in pitfall.compiled_signatures()]
+    hits = [signature_matches(sig, text) for sig in pitfall.signatures]
     assert all(hits) if every else any(hits), f"{pitfall_id}: {hits} on {text!r}"
 
 

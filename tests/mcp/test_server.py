@@ -45,7 +45,7 @@ CONTRACT_FIELDS = {  # DESIGN §3: the fields each command's JSON must have
     "show": {"id", "title", "path", "url", "text"},
     "lint": {"findings", "files", "errors"},
     "plan": {"model", "strategies", "recommendation"},
-    "explain": {"matches"},
+    "explain": {"matches", "related", "hang"},
     "hang": {"ranks", "verdict", "culprit_ranks", "first_divergence", "advice", "inputs"},
     "env": {"torch", "cuda", "nccl", "devices", "backend_recommendation", "env_vars", "warnings"},
 }

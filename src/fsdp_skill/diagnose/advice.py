@@ -38,6 +38,15 @@ ADVICE = {
         "GLOO_SOCKET_IFNAME), run a standalone all_reduce test between the same nodes, and "
         "look at the NCCL WARN lines and the system log of each node.",
     ],
+    align.ALONE: [
+        "Only one rank's output was given, and it waits in the collective named above (its "
+        "sequence number and the last one it completed tell how far it got). A hang is decided "
+        "by the ranks that are not there: give every rank's log (torchrun --log-dir DIR --tee 3, "
+        "or one file per rank) or their flight-recorder dumps, and run `fsdp-skill hang` on all "
+        "of them.",
+        "The rank that never reached this collective is the culprit; the timed-out rank itself "
+        "is usually innocent.",
+    ],
     align.NO_DIVERGENCE: [
         "No divergence between the ranks was found in these inputs. Give the logs of every rank "
         "(including the quiet ones) and rerun with the settings below so the next hang leaves a "

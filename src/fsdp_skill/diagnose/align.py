@@ -16,6 +16,8 @@ ABSENT = -2
 """The rank's log ends before this collective: it never reached it."""
 FAILED = -3
 """The rank stopped outside any collective (exception, exit, signal)."""
+QUIET = -4
+"""The rank reported no collective and no error while the others wait: it is stuck elsewhere."""
 
 MISSING = "missing-collective"
 """The culprits never reached a collective the others are in (exception, exit, branch, stall)."""
@@ -24,8 +26,10 @@ EXTRA = "extra-collective"
 OP_MISMATCH = "op-mismatch"
 SIZE_MISMATCH = "size-mismatch"
 ALL_WAITING = "all-waiting"
+ALONE = "single-rank-waiting"
+"""Only one rank's logs, and it waits in a collective: the others' logs are needed."""
 NO_DIVERGENCE = "no-divergence"
-VERDICTS = (MISSING, EXTRA, OP_MISMATCH, SIZE_MISMATCH, ALL_WAITING, NO_DIVERGENCE)
+VERDICTS = (MISSING, EXTRA, OP_MISMATCH, SIZE_MISMATCH, ALL_WAITING, ALONE, NO_DIVERGENCE)
 
 
 @dataclass
@@ -214,27 +218,55 @@ def failure_divergence(trace: Trace) -> Divergence | None:
     return Divergence(MISSING, DEFAULT_PG, None, sides, failed, False)
 
 
-def all_waiting(trace: Trace) -> Divergence | None:
-    """Every rank with a known position waits in the same collective, and none failed."""
+def _common_wait(trace: Trace, ranks: list[int]) -> tuple[tuple, int, list[int]] | None:
+    """The one place (pg, seq, site), collective and ranks where ``ranks`` all wait, if any."""
     places = set()
     by_sig: dict[int, list[int]] = {}
-    for rank, state in sorted(trace.ranks.items()):
-        if state.failure:
-            return None
-        if not state.waits:
-            continue
-        wait = state.waits[0]
+    for rank in ranks:
+        wait = trace.ranks[rank].waits[0]
         places.add((wait.pg, wait.seq, wait.site))
         by_sig.setdefault(wait.sig, []).append(rank)
-    if not places:
-        return _last_common_collective(trace)
     merged = _merge_compatible(trace, by_sig)
     if len(places) != 1 or len(merged) != 1:
         return None
-    (pg, seq, site), ((sig, ranks),) = places.pop(), merged.items()
-    if len(ranks) < 2:
+    ((sig, waiting),) = merged.items()
+    return places.pop(), sig, waiting
+
+
+def quiet_ranks(trace: Trace) -> Divergence | None:
+    """All the ranks that say anything wait in one collective, and some ranks say nothing:
+    those are stuck outside any collective (a data loader, I/O, a Python loop)."""
+    waiting = sorted(r for r, st in trace.ranks.items() if st.waits)
+    quiet = sorted(
+        r
+        for r, st in trace.ranks.items()
+        if not st.waits and not st.failure and not any(seq.sigs for seq in st.pgs.values())
+    )
+    if not waiting or not quiet or any(trace.ranks[r].failure for r in trace.ranks):
         return None
-    return Divergence(ALL_WAITING, pg, seq, [Side(sig, ranks, site)], [], False)
+    common = _common_wait(trace, waiting)
+    if common is None:
+        return None
+    (pg, seq, site), sig, ranks = common
+    sides = [Side(sig, ranks, site), Side(QUIET, quiet)]
+    return Divergence(MISSING, pg, seq, sides, quiet, len(quiet) == len(ranks))
+
+
+def all_waiting(trace: Trace) -> Divergence | None:
+    """Every rank with a known position waits in the same collective, and none failed."""
+    if any(st.failure for st in trace.ranks.values()):
+        return None
+    waiting = sorted(r for r, st in trace.ranks.items() if st.waits)
+    if not waiting:
+        return _last_common_collective(trace)
+    common = _common_wait(trace, waiting)
+    if common is None:
+        return None
+    (pg, seq, site), sig, ranks = common
+    verdict = ALONE if len(trace.ranks) == 1 else ALL_WAITING
+    if len(ranks) < 2 and verdict == ALL_WAITING:
+        return None
+    return Divergence(verdict, pg, seq, [Side(sig, ranks, site)], [], False)
 
 
 def _last_common_collective(trace: Trace) -> Divergence | None:
@@ -266,7 +298,7 @@ def diverge(trace: Trace) -> tuple[Divergence, list[Divergence]]:
     found = [d for d in (sequence_divergence(trace, pg) for pg in pgs) if d is not None]
     if found:
         return found[0], found[1:]
-    for check in (site_divergence, failure_divergence, all_waiting):
+    for check in (site_divergence, failure_divergence, quiet_ranks, all_waiting):
         result = check(trace)
         if result is not None:
             return result, []

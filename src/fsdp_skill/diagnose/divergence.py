@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fsdp_skill.diagnose import advice, align
-from fsdp_skill.diagnose.scan import scan_all
+from fsdp_skill.diagnose.scan import scan_all, scan_string
 from fsdp_skill.diagnose.sources import expand
 from fsdp_skill.diagnose.trace import UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
@@ -14,6 +14,8 @@ _EXPLAIN = {
     align.OP_MISMATCH: "the ranks called different collectives at the same point",
     align.SIZE_MISMATCH: "the ranks called the same collective with different sizes or dtypes",
     align.ALL_WAITING: "all ranks wait in the same collective",
+    align.ALONE: "the only rank in these logs waits in a collective: the other ranks' logs "
+    "are needed to tell which of them is missing",
     align.NO_DIVERGENCE: "no divergence found between the ranks",
 }
 
@@ -23,6 +25,11 @@ def _describe(trace: Trace, side: align.Side) -> str:
         return "never reached it (log ends earlier)"
     if side.value == align.FAILED:
         return "stopped outside any collective"
+    if side.value == align.QUIET:
+        return (
+            "no collective error and no collective in progress: stuck outside any collective "
+            "(data loading, I/O, a Python loop) or killed silently"
+        )
     if side.value == UNKNOWN:
         return "no sign of a problem in what they logged"
     sig = trace.signature(side.value)
@@ -63,6 +70,18 @@ def _divergence_dict(trace: Trace, d: align.Divergence) -> dict:
     }
     if d.tie:
         out["tie"] = True
+    if d.verdict == align.ALONE:
+        state = trace.ranks[reference.ranks[0]]
+        pg = d.pg or ""
+        for key, values in (
+            ("last_completed", state.last_completed),
+            ("last_enqueued", state.last_enqueued),
+        ):
+            found = values.get(pg, values.get(pg.split("[")[0])) if values else None
+            if found is None and len(values) == 1:
+                found = next(iter(values.values()))
+            if found is not None:
+                out[key] = found
     return out
 
 
@@ -107,6 +126,27 @@ def hang(paths: list[str]) -> dict:
                 else ""
             )
         )
+    return _result(trace, reports, problems)
+
+
+def analyse_text(text: str) -> dict | None:
+    """``hang``'s answer for one pasted log, when it holds at least two ranks' collectives.
+
+    ``explain`` adds this to its answer: the same divergence check, without files.
+    """
+    trace, report = scan_string(text)
+    informed = [
+        r for r, st in trace.ranks.items() if st.waits or any(seq.sigs for seq in st.pgs.values())
+    ]
+    if len(informed) < 2:
+        return None
+    result = _result(trace, [report], [])
+    for key in ("inputs", "rank_states", "other_divergences"):
+        result.pop(key, None)
+    return result
+
+
+def _result(trace: Trace, reports: list, problems: list[str]) -> dict:
     divergence, others = align.diverge(trace)
     kinds = {k for r in reports for k in r.kinds}
     warnings = list(problems)

@@ -42,23 +42,48 @@ def _wrap(label: str, text: str) -> list[str]:
 
 
 def explain_text(result: dict) -> list[str]:
+    """The plain-text report of ``explain``: known errors, or the possibly related sections."""
     matches = result["matches"]
-    if not matches:
-        return [
-            "no known error found in the input.",
-            "Try `fsdp-skill search` with the error's key words, or `fsdp-skill hang` for logs "
-            "of a stuck job.",
-        ]
-    lines = [f"{len(matches)} known error(s) found, most telling first:", ""]
+    lines: list[str] = []
+    if matches:
+        lines += [f"{len(matches)} known error(s) found, most telling first:", ""]
     for n, m in enumerate(matches, 1):
         plural = "s" if len(m["ranks"]) > 1 else ""
         ranks = f" on rank{plural} {_ranks(m['ranks'])}" if m["ranks"] else ""
         lines.append(f"{n}. {m['title']}  [{m['id']}, confidence {m['confidence']}]")
         lines.append(f"  matched (line {m['line']}{ranks}): {m['matched']}")
+        if m.get("detail"):
+            lines += _wrap("detail: ", m["detail"])
         lines += _wrap("cause: ", m["cause"])
         lines += _wrap("fix: ", m["fix"])
-        lines.append(f"  docs: {' '.join(m['refs'])}")
+        docs = [ref for ref in m["refs"] if ref.startswith("http")]
+        if docs:
+            lines.append(f"  docs: {' '.join(docs)}")
+        lines.append(f"  more: fsdp-skill show {m['show']}")
         lines.append("")
+    if not matches:
+        lines.append("no known error found in the input.")
+        if result.get("related"):
+            lines.append(f"possibly related sections (searched for: {result['searched']}):")
+            for r in result["related"]:
+                lines.append(f"  fsdp-skill show {r['id']}  - {r['title']}")
+        else:
+            lines.append(
+                "Try `fsdp-skill search` with the error's key words, or `fsdp-skill hang` for "
+                "the logs of every rank of a stuck job."
+            )
+        lines.append("")
+    hang = result.get("hang")
+    if hang:
+        culprits = _ranks(hang["culprit_ranks"]) if hang["culprit_ranks"] else "none"
+        lines.append(
+            f"ranks' collectives ({hang['ranks']} ranks): {hang['verdict']} - {hang['summary']}"
+        )
+        lines.append(
+            f"  culprit ranks: {culprits}  (fsdp-skill hang on the log gives the full report)"
+        )
+    while lines and not lines[-1]:
+        lines.pop()
     return lines
 
 
@@ -73,6 +98,11 @@ def hang_text(result: dict) -> list[str]:
             f", collective #{d['seq']}" if d["seq"] is not None else ""
         )
         lines.append(f"first divergence: {where}")
+        if "last_completed" in d:
+            lines.append(
+                f"  last completed: #{d['last_completed']}"
+                + (f", last enqueued: #{d['last_enqueued']}" if "last_enqueued" in d else "")
+            )
         for side in [d["majority"], *d["others"]]:
             plural = "s" if len(side["ranks"]) > 1 else ""
             lines.append(f"  rank{plural} {_ranks(side['ranks'])}: {side['state']}")

@@ -98,6 +98,24 @@ def scan_text(
     scanner.finish()
 
 
+def scan_string(text: str, name: str = "<text>") -> tuple[Trace, InputReport]:
+    """Read one pasted log (not a file) into a new trace, as ``scan_text`` reads a file."""
+    trace = Trace()
+    report = InputReport(name)
+    scanner = _TextScanner(trace, report, None, True)
+    data = text.encode("utf-8", errors="replace").replace(b"\0", b"")
+    start = 0
+    while start < len(data):
+        end = data.rfind(b"\n", start, start + CHUNK) + 1 or min(start + CHUNK, len(data))
+        if end <= start or len(data) - start <= CHUNK:
+            end = len(data)
+        body = data[start:end]
+        _scan_body(body if body.endswith(b"\n") else body + b"\n", scanner, report)
+        start = end
+    scanner.finish()
+    return trace, report
+
+
 def _skip_hole(fh) -> int:
     """Jump over a hole of a sparse file (zeros that are not stored); return the bytes skipped."""
     here = fh.tell()

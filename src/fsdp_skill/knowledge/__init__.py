@@ -79,7 +79,8 @@ class Pitfall:
     extra: dict = field(default_factory=dict, compare=False)
 
     def compiled_signatures(self) -> list[re.Pattern[str]]:
-        return [re.compile(s, re.MULTILINE) for s in self.signatures]
+        """The signatures as ``explain`` compiles them (they match its normalised text)."""
+        return [re.compile(s, re.MULTILINE | re.IGNORECASE) for s in self.signatures]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,207 @@
+"""Error lines as users published them, and near misses that must not be taken for them.
+
+``PUBLISHED[pitfall_id]`` holds real error lines for the signatures that torch 2.13 on CPU cannot
+reproduce (NCCL, CUDA, launchers, old wordings), each from the thread named in the comment: every
+signature of a pitfall must match one of its reproduced outputs or one of these lines.
+``NEAR_MISSES[pitfall_id]`` holds texts that look alike but are not that error: explain must not
+name the pitfall for them. The texts are data, kept as posted.
+"""
+
+from __future__ import annotations
+
+PUBLISHED: dict[str, list[str]] = {
+    # pitfall id: error lines as published in the issue its signature_source names (or the
+    # thread in the comment, for a signature added to a reproduced pitfall)
+    "nccl-watchdog-timeout": [
+        "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 "
+        "milliseconds before timing out.",
+        "[rank4]:[E318 07:39:53.792790830 ProcessGroupNCCL.cpp:630] [Rank 4] Some NCCL "
+        "operations have failed or timed out.",
+    ],
+    "nccl-duplicate-gpu": [
+        "Duplicate GPU detected : rank 3 and rank 0 both on CUDA device f000",
+    ],
+    "nccl-unhandled-system-error": [
+        "NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275,"
+        " unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
+        "ncclSystemError: System call (socket, malloc, munmap, etc) failed",
+    ],
+    "nccl-internal-error": [
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1333, internal error - please report this issue to the NCCL "
+        "developers, NCCL version 2.18.1",
+        "ncclInternalError: Internal check failed.",
+    ],
+    "nccl-invalid-usage": [
+        "torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/pytorch/torch/csrc/"
+        "distributed/c10d/ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN for "
+        "details), NCCL version 2.19.3",
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+        # https://github.com/vllm-project/vllm/issues/427 (older torch)
+        "NCCL Error 5: invalid usage",
+    ],
+    "nccl-unhandled-cuda-error": [
+        "[rank7]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+        "c10d/NCCLUtils.hpp:275, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.20.5",
+        "[rank7]: ncclUnhandledCudaError: Call to CUDA function failed.",
+    ],
+    "cuda-oom-under-fsdp": [
+        "[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 5 "
+        "has a total capacity of 23.43 GiB of which 210.06 MiB is free.",
+    ],
+    "nccl-without-gpu": [
+        "`RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!`",
+    ],
+    "ddp-model-differs-across-ranks": [
+        "RuntimeError: DDP expects same model across all ranks, but Rank 3 has 2247 params, "
+        "while rank 0 has inconsistent 0 params.",
+    ],
+    "nccl-heartbeat-monitor-timeout": [
+        "[rank1]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 1] Heartbeat monitor timed out! Process "
+        "will be terminated after dumping debug info. workMetaList_.size()=103",
+        "[rank1]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 1] [PG 0 Rank 1] ProcessGroupNCCL's "
+        "watchdog got stuck for 600 seconds without making progress in monitoring enqueued "
+        "collectives.",
+        # https://github.com/sgl-project/sglang/issues/1691
+        "[rank7]:[E1019 01:04:03.357615073 ProcessGroupNCCL.cpp:1375] [PG 3 Rank 7] First PG on "
+        "this rank that detected no heartbeat of its watchdog.",
+    ],
+    "store-based-barrier-timeout": [
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: 7, "
+        "for key: store_based_barrier_key:32 (world_size=8, worker_count=4, timeout=0:00:30)",
+    ],
+    "container-shm-too-small": [
+        "g148:14937:69361 [0] misc/shmutils.cc:129 NCCL WARN Error while attaching to shared "
+        "memory segment /dev/shm/nccl-glnlGK (size 14156128), error: No such file or directory (2)",
+    ],
+    "spawn-without-main-guard": [
+        "RuntimeError: \n        An attempt has been made to start a new process before the\n"
+        "        current process has finished its bootstrapping phase.\n",
+    ],
+    "cuda-in-forked-subprocess": [
+        "但是，依旧报错Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+        "multiprocessing, you must use the 'spawn' start method，本地CPU是可以正常运行的",
+    ],
+    "nccl-library-mismatch": [
+        "Importing Torch is giving me an error undefined symbol: ncclCommRegister",
+    ],
+    "nccl-ib-completion-error": [
+        "kp-ddp-worker-0:3468:3905 [4] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from "
+        "peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+    ],
+    "socket-interface-not-found": [
+        "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "device.cc:83] ifa != nullptr. Unable to find address for: bond1",
+        # https://github.com/Alibaba-NLP/DeepResearch/issues/107
+        "- no socket interface found",
+    ],
+    "grad-scaler-fp16-params": [
+        'raise ValueError("Attempting to unscale FP16 gradients.")',
+        "ValueError: Attempting to unscale FP16 gradients.",
+    ],
+    "fsdp1-device-id-mismatch": [
+        "Multinode training ValueError: Inconsistent compute device and `device_id` on rank 0: "
+        "cuda:1 vs cuda:0",
+    ],
+    "tensors-on-different-devices": [
+        "and there's error like \"Expected all tensors to be on the same device, but found at "
+        'least two devices, cpu and cuda:1"',
+    ],
+    "meta-device-model-not-materialized": [
+        "Issue of using fully_shard (FSDP2) for Huggingface model: Cannot copy out of meta "
+        "tensor; no data!",
+    ],
+    # Signatures added to reproduced pitfalls for wordings torch 2.13 no longer prints:
+    "fsdp1-mixed-requires-grad": [
+        # https://github.com/huggingface/transformers/issues/27744 (torch 2.0)
+        "ValueError: `FlatParameter` requires uniform `requires_grad`",
+    ],
+    "mixed-precision-dtype-mismatch": [
+        # https://github.com/mosaicml/llm-foundry/issues/333
+        "RuntimeError: expected scalar type BFloat16 but found Float",
+    ],
+    "nonfinite-loss": [
+        # https://github.com/state-spaces/mamba/issues/400
+        "    backbone._fsdp_wrapped_module.cls_token - Grad Norm: nan",
+    ],
+    "cpu-tensor-on-nccl-group": [
+        # https://github.com/pytorch/examples/issues/1030
+        "RuntimeError: Tensors must be CUDA and dense",
+    ],
+    "state-dict-load-mismatch": [
+        # https://github.com/RLinf/RLinf/issues/119
+        "AssertionError: FSDP assumes _fsdp_wrapped_module.base_model.model.blocks.23.mlp.fc2."
+        "lora_B.default.weight is in the state_dict but the state_dict only has odict_keys(",
+    ],
+    "nccl-not-available": [
+        # https://github.com/pytorch/pytorch/issues/159742
+        "UserWarning: Attempted to get default timeout for nccl backend, but NCCL support is not "
+        "compiled",
+    ],
+    "launcher-env-not-set": [
+        # https://github.com/chenbinghui1/DSL/issues/28 (the issue's title)
+        "KeyError: 'RANK'",
+    ],
+}
+
+NEAR_MISSES: dict[str, list[str]] = {
+    # pitfall id: texts that must not be explained as that pitfall
+    "nccl-not-available": ["torch.distributed.is_nccl_available() is True: using the NCCL backend"],
+    "nccl-without-gpu": [
+        "[I ProcessGroupNCCL.cpp:672] [Rank 0] ProcessGroupNCCL initialized with following options:"
+    ],
+    "launcher-env-not-set": [
+        "environment variable RANK set to 3 by torchrun",
+        "KeyError: 'RANKING_SCORE'",
+    ],
+    "process-group-initialized-twice": [
+        "the default process group is initialized once per process"
+    ],
+    "fully-shard-scalar-parameter": ["fully_shard supports parameters with at least one dimension"],
+    "dcp-missing-key-on-load": ['Missing key(s) in state_dict: "layers.0.weight"'],
+    "ddp-model-differs-across-ranks": ["DDP expects the same world size on every node"],
+    "nccl-heartbeat-monitor-timeout": [
+        # https://github.com/NVIDIA/nccl/issues/1657: a normal shutdown line
+        "[rank0]:[I323 21:57:08.461980659 ProcessGroupNCCL.cpp:1538] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 0] ProcessGroupNCCL heart beat monitor thread joined.",
+    ],
+    "store-based-barrier-timeout": [
+        # https://github.com/ultralytics/yolov5/issues/4574: still waiting, not timed out
+        "Waiting in store based barrier to initialize process group for rank: 0, key: "
+        "store_based_barrier_key:1 (world_size=4, worker_count=8, timeout=0:30:00)",
+    ],
+    "container-shm-too-small": ["NCCL INFO Channel 00/1 : 0[0] -> 7[7] via SHM/direct/direct"],
+    "spawn-without-main-guard": ["mp.spawn started 2 processes after the bootstrapping phase"],
+    "cuda-in-forked-subprocess": ["CUDA initialised in the spawned subprocess"],
+    "nccl-library-mismatch": [
+        "ImportError: libtorch_cuda.so: undefined symbol: cudaGetDeviceCount",
+        "ncclCommRegister registered 4 buffers",
+    ],
+    "hybrid-shard-needs-2d-mesh": ["device_mesh with ndim=2 for HYBRID_SHARD"],
+    "nccl-ib-completion-error": ["NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>"],
+    "socket-interface-not-found": [
+        "NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+        "Unable to find address",
+    ],
+    "grad-scaler-fp16-params": ["GradScaler: unscaling FP32 gradients before clipping"],
+    "fsdp1-device-id-mismatch": ["FSDP compute device cuda:0 and device_id 0 agree on rank 0"],
+    "tensors-on-different-devices": ["all tensors are on the same device cuda:0"],
+    "nonfinite-loss": [
+        "step 10 | loss: 0.4213 | grad_norm: 1.25 | lr 3e-4",
+        "eval loss: inference done in 3.2 s",
+        "grad_norm is finite",
+    ],
+    "state-dict-load-mismatch": [
+        "FSDP assumes the module is wrapped before the optimizer is built"
+    ],
+    "mixed-precision-dtype-mismatch": ["expected scalar type"],
+    "nccl-invalid-usage": ["RuntimeError: NCCL Error 2: unhandled system error"],
+    "rank-killed-by-signal": [
+        "  exitcode  : 1 (pid: 3669031)",
+        "  exitcode  : -15 (pid: 11101)  (SIGTERM)",
+    ],
+    "cpu-tensor-on-nccl-group": ["Tensors must be contiguous"],
+    "meta-device-model-not-materialized": ["copied the metadata out of the tensor"],
+}
