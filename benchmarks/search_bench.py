@@ -76,9 +76,11 @@ class Question:
     source: str = ""
 
     def hit(self, section_id: str) -> bool:
-        if section_id in self.answers:
+        """The section answers, or is a part of one that does, or is on an answering guide."""
+        whole = section_id.split(sections.PART, 1)[0]
+        if section_id in self.answers or whole in self.answers:
             return True
-        page = section_id.split("#", 1)[0]
+        page = whole.split("#", 1)[0]
         return GUIDE + page in self.answers
 
     def pending(self, known_pages: set[str]) -> bool:

@@ -66,14 +66,15 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     if k < 1 or k > MAX_K:
         raise UsageError(f"-k must be between 1 and {MAX_K}")
     from fsdp_skill.search import index, rank
-    from fsdp_skill.search.tokens import query_terms
+    from fsdp_skill.search.tokens import weighted_terms
 
     db = index.connect(_checked(bundle))
-    terms = query_terms(query, rare=rank.rare_in(db))
+    weighted = weighted_terms(query)
+    terms = list(weighted)
     if not terms:
         return {"query": query, "results": []}
-    expression = rank.match_expression(terms)
-    leaders = index.leaders(db, expression, rank.WEIGHTS, max(rank.CANDIDATES, 2 * k))
+    expression = rank.weighted_expression(weighted)
+    leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
     ranked = rank.rerank(leaders, query, terms, k)
     snippets = index.snippets(db, expression, [row[0] for row in ranked])
     results = [
@@ -85,7 +86,7 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
             "score": round(score, 3),
             "snippet": _snippet(snippets.get(rowid, "")),
         }
-        for rowid, sid, title, path, url, _, _, score in ranked
+        for rowid, sid, title, path, url, *_, score in ranked
     ]
     return {"query": query, "results": results}
 
