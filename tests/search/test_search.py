@@ -67,7 +67,8 @@ def test_results_carry_the_contract_fields_and_a_snippet(bundle):
     found = search("reshard after forward", k=2, bundle=bundle)
     assert found["query"] == "reshard after forward"
     top = found["results"][0]
-    assert set(top) == {"id", "title", "path", "url", "score", "snippet"}
+    assert set(top) == {"id", "title", "path", "url", "score", "snippet", "summary"}
+    assert top["summary"].startswith("`fully_shard(module, reshard_after_forward=True)` frees")
     assert top["path"] == "references/fsdp2.md"
     assert top["url"].startswith("https://docs.pytorch.org/")
     highlighted = re.findall(r"\*\*([^*]+)\*\*", top["snippet"].lower())

@@ -76,7 +76,9 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     expression = rank.weighted_expression(weighted)
     leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
     ranked = rank.rerank(leaders, query, terms, k)
-    snippets = index.snippets(db, expression, [row[0] for row in ranked])
+    rowids = [row[0] for row in ranked]
+    snippets = index.snippets(db, expression, rowids)
+    summaries = index.summaries(db, rowids)
     results = [
         {
             "id": sid,
@@ -85,14 +87,19 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
             "url": url,
             "score": round(score, 3),
             "snippet": _snippet(snippets.get(rowid, "")),
+            "summary": summaries.get(rowid, ""),
         }
         for rowid, sid, title, path, url, *_, score in ranked
     ]
     return {"query": query, "results": results}
 
 
-def show(section_id: str, bundle: Path | None = None) -> dict:
-    """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``."""
+def show(section_id: str, bundle: Path | None = None, with_pitfalls: bool = False) -> dict:
+    """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``.
+
+    ``with_pitfalls`` adds ``"pitfalls": [{"id", "title", "summary"}]``: the pitfalls the
+    section links and, for a guide, those its page lists in a section of links only.
+    """
     from fsdp_skill.search import index
 
     db = index.connect(_checked(bundle))
@@ -101,4 +108,22 @@ def show(section_id: str, bundle: Path | None = None) -> dict:
         close = index.similar_ids(db, section_id.split("#")[-1].split(":")[-1])
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"no section {section_id!r}{hint}")
+    if with_pitfalls:
+        found["pitfalls"] = _linked_pitfalls(db, found)
     return found
+
+
+def _linked_pitfalls(db, section: dict) -> list[dict]:
+    """One line for each pitfall ``section`` links (or its page lists), except itself."""
+    from fsdp_skill.search import index, summary
+
+    texts = [section["text"]]
+    if not section["id"].startswith(("pitfall:", "api:", "env:")):
+        texts += index.link_lists(db, section["path"])
+    out = []
+    for pid in summary.linked_pitfalls("\n".join(texts)):
+        found = index.section(db, f"pitfall:{pid}")
+        if found and found["id"] != section["id"]:
+            line = summary.pitfall_line(found["text"])
+            out.append({"id": found["id"], "title": found["title"], "summary": line})
+    return out

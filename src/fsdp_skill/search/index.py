@@ -25,7 +25,7 @@ try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on eve
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
-_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py")
+_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py", "summary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
 
 HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
@@ -90,7 +90,7 @@ CREATE VIRTUAL TABLE fts USING fts5(
 CREATE TABLE section (  -- text last: ranking reads the small columns only
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
     url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
-    text TEXT NOT NULL
+    summary TEXT NOT NULL, text TEXT NOT NULL
 );
 """
 
@@ -112,7 +112,7 @@ def write_index(path: Path, found: list[Section]) -> None:
     """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
     import tempfile  # imported only when writing: a search skips their import cost
 
-    from fsdp_skill.search import sections, tokens
+    from fsdp_skill.search import sections, summary, tokens
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -148,7 +148,7 @@ def write_index(path: Path, found: list[Section]) -> None:
                         ),
                     )
                 db.execute(
-                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (
                         rowid,
                         s.id,
@@ -158,6 +158,7 @@ def write_index(path: Path, found: list[Section]) -> None:
                         s.kind,
                         int(s.is_intro),
                         int(s.is_lean),
+                        summary.section_summary(s.text, s.kind),
                         s.text,
                     ),
                 )
@@ -278,6 +279,18 @@ def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict
             (expression, *rowids),
         ).fetchall()
     )
+
+
+def summaries(db: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
+    """``{rowid: summary}`` for a few sections: what each says, in a sentence or two."""
+    marks = ",".join("?" * len(rowids))
+    return dict(db.execute(f"SELECT rowid, summary FROM section WHERE rowid IN ({marks})", rowids))
+
+
+def link_lists(db: sqlite3.Connection, path: str) -> list[str]:
+    """The texts of a page's sections that are only links (its "Related pitfalls" lists)."""
+    rows = db.execute("SELECT text FROM section WHERE path = ? AND lean = 1", (path,))
+    return [row[0] for row in rows]
 
 
 def section(db: sqlite3.Connection, section_id: str) -> dict | None:
