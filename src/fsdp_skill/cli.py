@@ -260,27 +260,37 @@ def search(query, k, as_json) -> int:
     if as_json:
         emit_json(found)
         return 0
+    from fsdp_skill.search.summary import plain
+
     if not found["results"]:
         echo(f"no section matches {found['query']!r}")
     for rank, hit in enumerate(found["results"], start=1):
-        echo(f"{rank}. {hit['id']}  {hit['title']}  ({hit['path']})")
-        echo(f"   {hit['snippet']}")
+        echo(f"{rank}. {hit['id']}  {plain(hit['title'])}  ({hit['path']})")
+        echo(f"   {plain(hit['summary'] or hit['snippet'])}")
     return 0
 
 
 @cli.command(context_settings=CONTEXT)
 @click.argument("section_id", metavar="ID")
+@click.option(
+    "--with-pitfalls", is_flag=True, help="Also list the pitfalls it links, one line each."
+)
 @json_option
-def show(section_id, as_json) -> int:
+def show(section_id, with_pitfalls, as_json) -> int:
     """Print one whole reference section (an ID that search returned)."""
     from fsdp_skill.search import show as run_show
 
-    section = run_show(section_id)
+    section = run_show(section_id, with_pitfalls=with_pitfalls)
     if as_json:
         emit_json(section)
         return 0
     echo(section["text"].rstrip("\n"))
     echo("")
+    if with_pitfalls:
+        echo("Pitfalls it links:" if section["pitfalls"] else "Pitfalls it links: none")
+        for pitfall in section["pitfalls"]:
+            echo(f"- {pitfall['id']}: {pitfall['summary']}")
+        echo("")
     where = " · ".join(part for part in (section["id"], section["path"], section["url"]) if part)
     echo(f"[{where}]")
     return 0

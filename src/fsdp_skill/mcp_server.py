@@ -308,9 +308,12 @@ def build_server(extra_roots: Sequence[Path] = ()):
         id: Annotated[
             str, Field(min_length=1, max_length=MAX_ID, description="A section id from search.")
         ],
+        with_pitfalls: Annotated[
+            bool, Field(description="Also list the pitfalls it links, one line each.")
+        ] = False,
     ) -> out["show"]:  # type: ignore[valid-type]
         """One whole reference section, by the id search returned."""
-        return call(tool_module("search", "show"), id)
+        return call(tool_module("search", "show"), id, with_pitfalls=with_pitfalls)
 
     @app.tool(annotations=read_only, structured_output=True)
     def lint(

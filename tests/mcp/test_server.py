@@ -20,7 +20,7 @@ pytest.importorskip("mcp.server.mcpserver", reason="the mcp 2.x SDK is not insta
 
 EXPECTED_ARGS = {
     "search": {"query", "k"},
-    "show": {"id"},
+    "show": {"id", "with_pitfalls"},
     "lint": {"code", "paths", "select", "ignore"},
     "plan": {
         "params",
@@ -143,6 +143,8 @@ def test_search_and_show_match_the_library(session):
         pytest.skip("the bundle's references are not rendered yet: nothing to show")
     first = result["results"][0]["id"]
     assert structured(session.call("show", {"id": first})) == show(first)
+    linked = structured(session.call("show", {"id": first, "with_pitfalls": True}))
+    assert linked == show(first, with_pitfalls=True) and "pitfalls" in linked
 
 
 def test_show_unknown_id_is_a_tool_error(session):

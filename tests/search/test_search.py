@@ -12,7 +12,14 @@ import pytest
 
 from fsdp_skill.errors import UsageError
 from fsdp_skill.search import build_index, index, search, sections, show
-from fsdp_skill.search.tokens import identifier_words, query_terms, split_identifier
+from fsdp_skill.search.tokens import (
+    ASKED,
+    STAND_IN,
+    identifier_words,
+    query_terms,
+    split_identifier,
+    weighted_terms,
+)
 
 
 def _ids(query: str, bundle, k: int = 3) -> list[str]:
@@ -60,7 +67,8 @@ def test_results_carry_the_contract_fields_and_a_snippet(bundle):
     found = search("reshard after forward", k=2, bundle=bundle)
     assert found["query"] == "reshard after forward"
     top = found["results"][0]
-    assert set(top) == {"id", "title", "path", "url", "score", "snippet"}
+    assert set(top) == {"id", "title", "path", "url", "score", "snippet", "summary"}
+    assert top["summary"].startswith("`fully_shard(module, reshard_after_forward=True)` frees")
     assert top["path"] == "references/fsdp2.md"
     assert top["url"].startswith("https://docs.pytorch.org/")
     highlighted = re.findall(r"\*\*([^*]+)\*\*", top["snippet"].lower())
@@ -69,7 +77,7 @@ def test_results_carry_the_contract_fields_and_a_snippet(bundle):
 
 
 def test_show_prints_the_whole_section_for_every_id(bundle):
-    for section in sections.bundle_sections(bundle):
+    for section in sections.searchable_sections(bundle):
         shown = show(section.id, bundle=bundle)
         assert shown["text"] == section.text
         assert shown["title"] == section.title
@@ -158,10 +166,11 @@ def test_a_damaged_index_file_is_rebuilt(bundle):
     assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
 
 
-def test_english_glossary_words_only_stand_in_for_words_the_references_lack():
-    assert "hang" in query_terms("my job is frozen")
-    assert "hang" not in query_terms("my job is frozen", rare=lambda term: False)
-    assert "hang" in query_terms("训练卡住", rare=lambda term: False)  # Chinese: always
+def test_english_glossary_words_weigh_less_than_the_words_asked():
+    frozen = weighted_terms("my job is frozen")
+    assert frozen["frozen"] == ASKED and frozen["hang"] == STAND_IN < ASKED
+    assert weighted_terms("训练卡住")["hang"] == ASKED  # Chinese: the question's own words
+    assert "hang" in query_terms("training stucks at step 3")  # inflections find the term
 
 
 def test_version_history_sections_answer_version_questions(bundle):
@@ -185,8 +194,8 @@ def test_a_bundle_without_references_is_a_usage_error(tmp_path):
 def test_rerank_priors_on_equal_bm25_scores():
     from fsdp_skill.search import rank
 
-    def row(rowid, sid, title, kind="guide", intro=0):
-        return (rowid, sid, title, "references/x.md", "", kind, intro, -10.0)
+    def row(rowid, sid, title, kind="guide", intro=0, lean=0, bm25=-10.0):
+        return (rowid, sid, title, "references/x.md", "", kind, intro, lean, bm25)
 
     rows = [
         row(1, "x#other", "Something else entirely"),
@@ -197,6 +206,56 @@ def test_rerank_priors_on_equal_bm25_scores():
     query = "bf16 or fp16 for training"
     ranked = [r[1] for r in rank.rerank(rows, query, query_terms(query), 4)]
     assert ranked[0] == "x#bf16-or-fp16"  # every title word asked for
-    assert ranked[-2:] == ["api:torch.x.fully_shard", "x"]  # reference entry, page intro
+    assert set(ranked[-2:]) == {"api:torch.x.fully_shard", "x"}  # reference entry, page intro
     named = "how to call fully_shard"
     assert rank.rerank(rows, named, query_terms(named), 1)[0][1] == "api:torch.x.fully_shard"
+    links = row(5, "x#related-pitfalls", "bf16 or fp16 pitfalls", lean=1, bm25=-100.0)
+    ranked = [r[1] for r in rank.rerank([links, *rows], query, query_terms(query), 5)]
+    assert ranked[-1] == "x#related-pitfalls"  # only links: after every section with content
+
+
+def test_a_failure_question_weighs_a_pitfall_symptom_like_a_title(bundle):
+    page = bundle / "references" / "fsdp2.md"
+    page.write_text(
+        page.read_text() + "\n## Watchdog timeouts\n\nTraining hangs forever until the NCCL "
+        "watchdog timeout fires: the watchdog fires when a collective runs too long.\n"
+    )
+    from fsdp_skill.search import rank
+
+    assert rank.describes_failure("training hangs, then the watchdog fires")
+    assert rank.describes_failure("训练卡住") and rank.describes_failure("got a ValueError")
+    assert not rank.describes_failure("how do I set the watchdog timeout")
+    assert _ids("training hangs forever, then the watchdog timeout fires", bundle)[0] == (
+        "pitfall:collective-order-mismatch"
+    )
+    assert rank.weights("training hangs")[-1] == rank.SYMPTOM_WEIGHT > rank.weights("how")[-1]
+    assert _ids("how long until the NCCL watchdog timeout fires", bundle)[0] == (
+        "fsdp2#watchdog-timeouts"
+    )
+
+
+def test_a_quoted_error_message_is_matched_as_a_phrase(bundle):
+    from fsdp_skill.search.tokens import message_phrases
+
+    assert message_phrases("RuntimeError: CUDA out of memory. Tried to allocate 2 GiB") == [
+        "cuda out of memory"
+    ]
+    assert message_phrases('it says "Expected all tensors to be on the same device, but"') == [
+        "expected all tensors to be on the same"
+    ]
+    assert message_phrases("ValueError: bad") == []  # too short to say which error
+    assert "cuda out of memory" in query_terms("torch.OutOfMemoryError: CUDA out of memory")
+    assert _ids("torch.OutOfMemoryError: CUDA out of memory", bundle)[0] == (
+        "pitfall:full-state-dict-oom"
+    )
+
+
+def test_setting_words_do_not_decide_when_the_question_says_more():
+    from fsdp_skill.search import rank
+
+    assert rank.weighted_expression({"multi gpu": 2, "training": 2, "hang": 2}) == (
+        '"hang" OR "hang"'
+    )
+    assert rank.weighted_expression({"training": 2, "gpu": 1}) == (
+        '"training" OR "training" OR "gpu"'
+    )

@@ -21,7 +21,7 @@ def test_every_result_of_the_benchmark_questions_can_be_shown(tmp_path, monkeypa
     monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path / "cache"))
     bundle = tmp_path / "pytorch-fsdp"  # a snapshot: the pages must not change mid-test
     shutil.copytree(BUNDLE_DIR, bundle)
-    whole = {s.id: s.text for s in sections.bundle_sections(bundle)}
+    whole = {s.id: s.text for s in sections.searchable_sections(bundle)}
     questions = tomllib.loads(QUESTIONS.read_text(encoding="utf-8"))["question"]
     seen = set()
     for question in questions:

@@ -72,15 +72,18 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
 
 def _ranked(db, query: str, k: int) -> dict:
     from fsdp_skill.search import index, rank
-    from fsdp_skill.search.tokens import query_terms
+    from fsdp_skill.search.tokens import weighted_terms
 
-    terms = query_terms(query, rare=rank.rare_in(db))
+    weighted = weighted_terms(query)
+    terms = list(weighted)
     if not terms:
         return {"query": query, "results": []}
-    expression = rank.match_expression(terms)
-    leaders = index.leaders(db, expression, rank.WEIGHTS, max(rank.CANDIDATES, 2 * k))
+    expression = rank.weighted_expression(weighted)
+    leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
     ranked = rank.rerank(leaders, query, terms, k)
-    snippets = index.snippets(db, expression, [row[0] for row in ranked])
+    rowids = [row[0] for row in ranked]
+    snippets = index.snippets(db, expression, rowids)
+    summaries = index.summaries(db, rowids)
     results = [
         {
             "id": sid,
@@ -89,19 +92,26 @@ def _ranked(db, query: str, k: int) -> dict:
             "url": url,
             "score": round(score, 3),
             "snippet": _snippet(snippets.get(rowid, "")),
+            "summary": summaries.get(rowid, ""),
         }
-        for rowid, sid, title, path, url, _, _, score in ranked
+        for rowid, sid, title, path, url, *_, score in ranked
     ]
     return {"query": query, "results": results}
 
 
-def show(section_id: str, bundle: Path | None = None) -> dict:
-    """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``."""
+def show(section_id: str, bundle: Path | None = None, with_pitfalls: bool = False) -> dict:
+    """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``.
+
+    ``with_pitfalls`` adds ``"pitfalls": [{"id", "title", "summary"}]``: the pitfalls the
+    section links and, for a guide, those its page lists in a section of links only.
+    """
     from fsdp_skill.search import index
 
     def lookup(db) -> tuple[dict | None, list[str]]:
         found = index.section(db, section_id)
         if found is not None:
+            if with_pitfalls:
+                found["pitfalls"] = _linked_pitfalls(db, found)
             return found, []
         return None, index.similar_ids(db, section_id.split("#")[-1].split(":")[-1])
 
@@ -110,3 +120,19 @@ def show(section_id: str, bundle: Path | None = None) -> dict:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"no section {section_id!r}{hint}")
     return found
+
+
+def _linked_pitfalls(db, section: dict) -> list[dict]:
+    """One line for each pitfall ``section`` links (or its page lists), except itself."""
+    from fsdp_skill.search import index, summary
+
+    texts = [section["text"]]
+    if not section["id"].startswith(("pitfall:", "api:", "env:")):
+        texts += index.link_lists(db, section["path"])
+    out = []
+    for pid in summary.linked_pitfalls("\n".join(texts)):
+        found = index.section(db, f"pitfall:{pid}")
+        if found and found["id"] != section["id"]:
+            line = summary.pitfall_line(found["text"])
+            out.append({"id": found["id"], "title": found["title"], "summary": line})
+    return out

@@ -30,12 +30,12 @@ try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on eve
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
-_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py")
+_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py", "summary.py")
 _STALE_AFTER_S = 7 * 24 * 3600
 
 HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
 
-COLUMNS = ("title", "page", "headings", "keywords", "body", "code")
+COLUMNS = ("title", "page", "headings", "keywords", "body", "code", "symptom")
 """FTS5 columns, in the order of the weights ``query`` passes to ``bm25``."""
 
 
@@ -94,12 +94,13 @@ def index_path(bundle: Path) -> Path:
 
 _SCHEMA = """
 CREATE VIRTUAL TABLE fts USING fts5(
-    title, page, headings, keywords, body, code,
+    title, page, headings, keywords, body, code, symptom,
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TABLE section (  -- text last: ranking reads the small columns only
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
-    url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, text TEXT NOT NULL
+    url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
+    summary TEXT NOT NULL, text TEXT NOT NULL
 );
 """
 
@@ -111,8 +112,9 @@ def _prose_and_code(section: Section) -> tuple[str, str]:
 
     from fsdp_skill import markdown
 
-    prose = re.sub(r"\]\([^)]*\)", "]", markdown.strip_code(section.text))
-    code = "\n".join(block.code for block in markdown.code_blocks(section.text))
+    text = section.indexed_text
+    prose = re.sub(r"\]\([^)]*\)", "]", markdown.strip_code(text))
+    code = "\n".join(block.code for block in markdown.code_blocks(text))
     return prose, code
 
 
@@ -120,7 +122,7 @@ def write_index(path: Path, found: list[Section]) -> None:
     """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
     import tempfile  # imported only when writing: a search skips their import cost
 
-    from fsdp_skill.search import sections, tokens
+    from fsdp_skill.search import sections, summary, tokens
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -142,13 +144,33 @@ def write_index(path: Path, found: list[Section]) -> None:
                 )
                 if s.kind != sections.INDEX_KIND:
                     db.execute(
-                        "INSERT INTO fts(rowid, title, page, headings, keywords, body, code)"
-                        " VALUES (?,?,?,?,?,?,?)",
-                        (rowid, s.label or s.title, s.page_title, s.headings, keywords, body, code),
+                        "INSERT INTO fts(rowid, title, page, headings, keywords, body, code,"
+                        " symptom) VALUES (?,?,?,?,?,?,?,?)",
+                        (
+                            rowid,
+                            s.label or s.title,
+                            s.page_title,
+                            s.headings,
+                            keywords,
+                            body,
+                            code,
+                            s.symptom,
+                        ),
                     )
                 db.execute(
-                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?)",
-                    (rowid, s.id, s.title, s.path, s.url, s.kind, int(s.is_intro), s.text),
+                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        rowid,
+                        s.id,
+                        s.title,
+                        s.path,
+                        s.url,
+                        s.kind,
+                        int(s.is_intro),
+                        int(s.is_lean),
+                        summary.section_summary(s.text, s.kind),
+                        s.text,
+                    ),
                 )
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             db.commit()
@@ -305,22 +327,15 @@ def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
 def leaders(
     db: sqlite3.Connection, expression: str, weights: tuple[float, ...], limit: int
 ) -> list[tuple]:
-    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, bm25)``, best first
-    (FTS5's bm25 is negative: lower is better)."""
+    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, lean, bm25)``, best
+    first (FTS5's bm25 is negative: lower is better)."""
     return db.execute(
-        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro,"
+        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro, s.lean,"
         f" bm25(fts, {', '.join('?' * len(weights))}) AS score"
         " FROM fts JOIN section s ON s.rowid = fts.rowid"
         " WHERE fts MATCH ? ORDER BY score LIMIT ?",
         (*weights, expression, limit),
     ).fetchall()
-
-
-def count_matches(db: sqlite3.Connection, expression: str, cap: int) -> int:
-    """How many sections match, counting no further than ``cap``."""
-    return db.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM fts WHERE fts MATCH ? LIMIT ?)", (expression, cap)
-    ).fetchone()[0]
 
 
 def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict[int, str]:
@@ -334,6 +349,18 @@ def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict
             (expression, *rowids),
         ).fetchall()
     )
+
+
+def summaries(db: sqlite3.Connection, rowids: list[int]) -> dict[int, str]:
+    """``{rowid: summary}`` for a few sections: what each says, in a sentence or two."""
+    marks = ",".join("?" * len(rowids))
+    return dict(db.execute(f"SELECT rowid, summary FROM section WHERE rowid IN ({marks})", rowids))
+
+
+def link_lists(db: sqlite3.Connection, path: str) -> list[str]:
+    """The texts of a page's sections that are only links (its "Related pitfalls" lists)."""
+    rows = db.execute("SELECT text FROM section WHERE path = ? AND lean = 1", (path,))
+    return [row[0] for row in rows]
 
 
 def section(db: sqlite3.Connection, section_id: str) -> dict | None:
@@ -355,6 +382,6 @@ def similar_ids(db: sqlite3.Connection, fragment: str, limit: int = 5) -> list[s
 
 
 def _sections(bundle: Path) -> list[Section]:
-    from fsdp_skill.search.sections import bundle_sections  # the parser: only when building
+    from fsdp_skill.search.sections import searchable_sections  # the parser: only when building
 
-    return bundle_sections(bundle)
+    return searchable_sections(bundle)

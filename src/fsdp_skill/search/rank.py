@@ -1,35 +1,61 @@
 """How search orders sections: BM25 over weighted columns, then a few general priors.
 
 BM25 (SQLite FTS5) scores each column separately; the weights favour a section's own title
-and sub-headings over its body, and prose over code. The best ``CANDIDATES`` are then
-re-ranked with priors that hold for any question: a title whose words the question all uses,
-or that names the identifier the query spells out, wins; raw reference entries (docstrings,
-table rows) give way to explanations unless named; page summaries and version histories give
-way to the sections that answer.
+and sub-headings over its body, and prose over code. A question that describes a failure
+weighs a pitfall's symptom like a title. The query's own words count twice, the words an
+English glossary term stands in for once, and the words that only describe the setting
+("multi-GPU training") not at all when it says anything more.
+
+The best ``CANDIDATES`` are then re-ranked with priors that hold for any question: a title
+whose words the question uses, or that names the identifier the query spells out, wins; raw
+reference entries (docstrings, table rows) give way to explanations unless named; page
+summaries and version histories give way to the sections that answer; a section that is only
+links or a heading comes after every section with content.
+
+The constants were chosen on the tuned part of the question corpus
+(``benchmarks/search_corpus.toml``); its hold-out part was never used to choose them.
 """
 
 from __future__ import annotations
 
 import re
-import sqlite3
-from collections.abc import Callable
 
 from fsdp_skill.search.tokens import content_words, query_identifiers, title_identifiers
 
-WEIGHTS = (8.0, 1.5, 3.0, 1.0, 1.0, 0.5)
-"""BM25 weights of the title, page title, sub-headings, identifier words, prose and code."""
+WEIGHTS = (8.0, 3.0, 3.0, 0.5, 0.5, 0.5, 1.0)
+"""BM25 weights of the title, page title, sub-headings, identifier words, prose, code and a
+pitfall's symptom (what the user sees)."""
+SYMPTOM_WEIGHT = 6.0
+"""The symptom column's weight for a question that describes a failure: there what the user
+saw says more than any title."""
+_FAILURE = re.compile(
+    r"\b(errors?|exceptions?|fail(s|ed|ing|ure)?|crash(es|ed|ing)?|hang(s|ing)?|hung|stuck"
+    r"|freez(e|es|ing)|frozen|deadlocks?|time[ds] out|oom|nan|inf|killed|segfault"
+    r"|broken|wrong|mismatch(es|ed)?|incorrect|raises?|traceback|not working"
+    r"|(does|did|do|is|was)n'?t work)\b|\w(Error|Exception)\b"
+    r"|报错|错误|卡住|卡死|卡在|超时|崩溃|失败|异常|溢出|不动|挂起|爆显存|不足|不够",
+    re.IGNORECASE,
+)
+SETTING_WORDS = frozenset(
+    """train training trained gpu gpus multi multiple single card cards model models run
+    running runs script code python py main file""".split()
+)
+"""Words that say where a question is asked from (multi-GPU training of a model), not what
+it is about."""
 
-RARE_DOCS = 3
-"""An everyday English word gets its glossary words only when fewer sections use it."""
 CANDIDATES = 40
 """How many BM25 leaders are re-ranked with the priors below."""
 NAME_BOOST = 1.3
 """A section whose title names a code identifier the query spells out (``fully_shard``)."""
-REFERENCE_PRIOR = 0.85
+REFERENCE_PRIOR = 0.6
 """API entries (raw docstrings) and environment-variable rows (one table row each) are looked
 up by name; for a question in words the guides and pitfalls explain more."""
 TITLE_BOOST = 1.3
 """Every word of a section's title (two or more) is in the question: it is about that."""
+TITLE_SHARE = 0.25
+"""Each word of a section's title that the question uses adds this share of its title length."""
+PITFALL_PRIOR = 1.2
+"""A pitfall (a symptom, its cause and fix), for a question that describes a failure."""
 INTRO_PRIOR = 0.8
 """A page's opening summary mentions everything its sections explain."""
 HISTORY_PRIOR = 0.7
@@ -46,28 +72,47 @@ def match_expression(terms: list[str]) -> str:
     return " OR ".join('"' + term.replace('"', "") + '"' for term in terms)
 
 
-def rare_in(db: sqlite3.Connection) -> Callable[[str], bool]:
-    """Whether the references use a word in fewer than ``RARE_DOCS`` sections."""
-    from fsdp_skill.search.index import count_matches
+def weighted_expression(terms: dict[str, int]) -> str:
+    """The FTS5 query that ranks ``{term: weight}``: a term named twice counts twice in BM25.
 
-    def rare(term: str) -> bool:
-        return count_matches(db, match_expression([term]), RARE_DOCS) < RARE_DOCS
+    Setting words are left out when the query has other terms: they match the long pages that
+    mention every setting and say nothing about the problem.
+    """
+    key = {t: w for t, w in terms.items() if not set(t.split()) <= SETTING_WORDS}
+    kept = key or terms
+    return match_expression([t for t, w in kept.items() for _ in range(w)])
 
-    return rare
+
+def describes_failure(query: str) -> bool:
+    """The question tells what went wrong (an error, a hang, a crash), not what to do."""
+    return bool(_FAILURE.search(query))
+
+
+def weights(query: str) -> tuple[float, ...]:
+    """The BM25 column weights for ``query``."""
+    if describes_failure(query):
+        return (*WEIGHTS[:-1], SYMPTOM_WEIGHT)
+    return WEIGHTS
 
 
 def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tuple]:
-    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, bm25)`` with priors."""
+    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, lean, bm25)`` with
+    priors; sections without content of their own come after every section with content."""
     named = query_identifiers(query)
     about_versions = bool(_VERSION_WORDS.intersection(terms) or _VERSION_NUMBER.search(query))
     asked = frozenset().union(*(content_words(term) for term in terms))
+    failure = describes_failure(query)
     scored = []
     for row in rows:
-        _, _, title, _, _, kind, intro, bm25 = row
+        _, _, title, _, _, kind, intro, _, bm25 = row
         score = -bm25
         title_words = content_words(title)
         if len(title_words) >= 2 and title_words <= asked:
             score *= TITLE_BOOST
+        if title_words:
+            score *= 1 + TITLE_SHARE * len(title_words & asked) / len(title_words)
+        if kind == "pitfall" and failure:
+            score *= PITFALL_PRIOR
         if _HISTORY_TITLE.search(title):
             score *= 1 / HISTORY_PRIOR if about_versions else HISTORY_PRIOR
         if named and named & title_identifiers(title):
@@ -77,5 +122,5 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
         if intro:
             score *= INTRO_PRIOR
         scored.append((score, row))
-    scored.sort(key=lambda pair: -pair[0])
-    return [(*row[:7], score) for score, row in scored[:k]]
+    scored.sort(key=lambda pair: (pair[1][7], -pair[0]))
+    return [(*row[:-1], score) for score, row in scored[:k]]

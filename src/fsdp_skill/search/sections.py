@@ -8,13 +8,17 @@ rebuilds:
 - ``pitfall:<id>`` for each ``## <id>`` of ``pitfalls.md``;
 - ``env:<NAME>`` for each row of the table in ``env-vars.md``;
 - ``api:<dotted.name>`` for each ``## <dotted.name>`` of an ``api-*.md`` page.
+
+A long section is also searched by its parts: ``<section id>/<sub-heading slug>`` for each of
+its ``###`` (else ``####``) sub-headings, or, on pages without them (docstrings), for each
+paragraph that is only a bold phrase. ``show`` prints a part alone and the section whole.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fsdp_skill import markdown
@@ -27,6 +31,26 @@ _SKIPPED_HEADINGS = {"contents", "table of contents"}
 _URL = re.compile(r"\((https?://[^)\s]+)\)|<(https?://[^>\s]+)>|(?<![(<])(https?://[^\s)>|]+)")
 _TABLE_ROW = re.compile(r"^\|(.+)\|\s*$")
 _COMMENT = re.compile(r"^<!--.*-->\s*$")
+_BOLD_LINE = re.compile(r"^\*\*([^*\n]{2,80}?)\*\*:?\s*$")
+_LINK_MARKUP = re.compile(r"!?\[[^\]]*\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
+_HEADING_LINE = re.compile(r"^#{1,6}\s.*$", re.MULTILINE)
+_SYMPTOM = re.compile(r"^\*\*Symptom\.\*\*(.*?)(?=^\*\*\w+\.\*\*|\Z)", re.DOTALL | re.MULTILINE)
+SPLIT_ABOVE = 2500
+"""A section longer than this (characters) is searched by its parts: one section that
+mentions every topic of a long page would otherwise win on term counts alone."""
+MERGE_BELOW = 400
+"""A part shorter than this joins the part after it (a sub-heading directly over another)."""
+LEAN_WORDS = 8
+"""A section with fewer words than this, besides its headings and links, has no content of its
+own (a list of links, a bare heading): it never ranks above one that has."""
+_DOCSTRING_FIELDS = {"args", "arguments", "parameters", "keyword arguments", "returns"}
+_DOCSTRING_FIELDS |= {"return type", "yields", "raises", "attributes", "example", "examples"}
+_DOCSTRING_FIELDS |= {"note", "notes", "warning", "warnings", "see also"}
+"""Bold lines that are fields of a docstring, not topics: they stay with their entry."""
+_BOLD_LEVEL = 7
+"""The level ``_cuts`` gives bold-phrase paragraphs: below every heading, never split again."""
+PART = "/"
+"""Separates a section id from the slug of one of its parts."""
 INDEX_KIND = "index"
 """Sections that only list other sections: ``show`` prints them, ``search`` never ranks them."""
 
@@ -49,6 +73,22 @@ class Section:
     kind: str = "guide"
     label: str = ""
     """What the title column of the index holds when it differs from the title shown."""
+    own_text: str = ""
+    """What the index reads when its parts are indexed apart: the text before the first part
+    ('' when the index reads all of ``text``)."""
+    symptom: str = ""
+    """What a pitfall looks like to the user (its symptom and error text), weighed like a title."""
+
+    @property
+    def indexed_text(self) -> str:
+        """The Markdown the index reads for this section."""
+        return self.own_text or self.text
+
+    @property
+    def is_lean(self) -> bool:
+        """Only headings and links: nothing of its own that answers a question."""
+        text = _LINK_MARKUP.sub(" ", _HEADING_LINE.sub(" ", self.indexed_text))
+        return len(re.findall(r"\w+", text)) < LEAN_WORDS
 
     @property
     def is_intro(self) -> bool:
@@ -91,8 +131,8 @@ def _clean(text: str) -> str:
     return "\n".join(kept).strip() + "\n"
 
 
-def _sub_headings(text: str) -> str:
-    return " ".join(title for _, level, title in markdown.headings(text) if level > 2)
+def _sub_headings(text: str, level: int = 2) -> str:
+    return " ".join(title for _, lvl, title in markdown.headings(text) if lvl > level)
 
 
 def _unique(slug: str, seen: dict[str, int]) -> str:
@@ -136,8 +176,26 @@ def pitfall_sections(rel: str, text: str) -> Iterator[Section]:
         docs = re.search(r"^Docs:.*$", body, re.MULTILINE)
         url = first_url(docs.group(0)) if docs else first_url(body)
         yield Section(
-            f"pitfall:{heading.strip()}", title, rel, url, body, "FSDP pitfalls", heading, "pitfall"
+            f"pitfall:{heading.strip()}",
+            title,
+            rel,
+            url,
+            body,
+            "FSDP pitfalls",
+            heading,
+            "pitfall",
+            symptom=_symptom(body),
         )
+
+
+def _symptom(body: str) -> str:
+    """A pitfall's symptom paragraph and its kind (``hang``, ``crash``: the words after the
+    bold title), markers dropped."""
+    found = _SYMPTOM.search(body)
+    first = body.split("\n\n", 2)[1] if body.count("\n\n") >= 2 else ""
+    kinds = first.split("**")[-1] if first.startswith("**") else ""
+    text = (found.group(1) if found else "") + " " + kinds.split(";")[0]
+    return " ".join(text.replace("**", "").split())
 
 
 def env_sections(rel: str, text: str) -> Iterator[Section]:
@@ -199,6 +257,75 @@ def page_sections(path: Path, bundle: Path) -> list[Section]:
         return list(api_sections(rel, text))
     kind = "web" if path.name.startswith("web-") else "guide"
     return list(guide_sections(path.stem, rel, text, kind))
+
+
+def _cuts(lines: list[str], level: int) -> tuple[int, list[tuple[int, str]]]:
+    """(level of the sub-headings found, [(line index, title)]) of the sub-headings deepest
+    under ``level`` that the text has; bold-phrase paragraphs (``_BOLD_LEVEL``) when it has none."""
+    text = "\n".join(lines)
+    found = [(n - 1, lvl, title) for n, lvl, title in markdown.headings(text) if lvl > level]
+    if found:
+        top = min(lvl for _, lvl, _ in found)
+        return top, [(n, title.strip()) for n, lvl, title in found if lvl == top]
+    prose = markdown.strip_code(text).split("\n")
+    bold = []
+    for n, line in enumerate(prose):
+        match = _BOLD_LINE.match(line)
+        alone = (
+            n > 0 and not prose[n - 1].strip() and (n + 1 == len(prose) or not prose[n + 1].strip())
+        )
+        if match and alone and match.group(1).strip().rstrip(":").lower() not in _DOCSTRING_FIELDS:
+            bold.append((n, match.group(1).strip().rstrip(":")))
+    return _BOLD_LEVEL, bold
+
+
+def parts(section: Section, level: int = 2) -> list[Section]:
+    """``section`` and, when it is long, its parts (recursively for long parts).
+
+    The section keeps its id and whole text (``show`` prints it all) but the index reads only
+    its text before the first part; each part is ``<id>/<slug>`` with its own text.
+    """
+    if len(section.text) <= SPLIT_ABOVE or section.kind not in ("guide", "web", "api"):
+        return [section]
+    lines = section.text.split("\n")
+    found, cuts = _cuts(lines, level)
+    cuts = [(n, title) for n, title in cuts if n > 0]
+    if not cuts:
+        return [section]
+    pieces: list[tuple[str, str]] = []
+    ends = [n for n, _ in cuts[1:]] + [len(lines)]
+    for (start, title), end in zip(cuts, ends, strict=True):
+        text = "\n".join(lines[start:end]).strip() + "\n"
+        if pieces and len(pieces[-1][1]) < MERGE_BELOW:
+            pieces[-1] = (pieces[-1][0], pieces[-1][1] + "\n" + text)
+        else:
+            pieces.append((title, text))
+    if len(pieces) > 1 and len(pieces[-1][1]) < MERGE_BELOW:
+        last = pieces.pop()
+        pieces[-1] = (pieces[-1][0], pieces[-1][1] + "\n" + last[1])
+    lead = "\n".join(lines[: cuts[0][0]]).strip() + "\n"
+    out = [replace(section, own_text=lead)]
+    seen: dict[str, int] = {}
+    for title, text in pieces:
+        slug = _unique(markdown.slugify(title.replace("`", "")) or "part", seen)
+        part = Section(
+            f"{section.id}{PART}{slug}",
+            f"{section.title}: {title}",
+            section.path,
+            section.url,
+            text,
+            f"{section.title} {section.page_title}".strip(),
+            _sub_headings(text, found),
+            section.kind,
+            label=title,
+        )
+        out.extend(parts(part, found) if found < _BOLD_LEVEL else [part])
+    return out
+
+
+def searchable_sections(bundle: Path) -> list[Section]:
+    """Every section of the bundle, and the parts of the long ones: what search ranks."""
+    return [part for section in bundle_sections(bundle) for part in parts(section)]
 
 
 def bundle_sections(bundle: Path) -> list[Section]:

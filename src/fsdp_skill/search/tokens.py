@@ -8,7 +8,6 @@ The index's tokenizer (FTS5 ``porter unicode61``) already splits on ``_`` and ``
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from functools import lru_cache
 
 from fsdp_skill.search.glossary import CJK_TERMS, ENGLISH_TERMS
@@ -18,6 +17,12 @@ _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z]|\d|\b)|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)*[a-zA-Z]*(?![\w.])")
+_MESSAGE = re.compile(
+    r"\b\w*(?:Error|Exception|Warning)\s*:\s*([^\n.!?:;()\[\]{}\u3000-\u303f\u3400-\u9fff\uff00-\uffef]+)"
+    r"|[\"'`\u201c\u300c]([^\"'`\u201d\u300d\n]{8,160})[\"'`\u201d\u300d]"
+)
+MESSAGE_WORDS = 8
+"""At most this many leading words of a quoted error message are matched as one phrase."""
 
 STOP_WORDS = frozenset(
     """a about after all also am an and any are as at be been before being but by can could
@@ -73,23 +78,51 @@ def _chinese_terms(query: str) -> tuple[list[str], str]:
     return added, rest
 
 
+def _plain(word: str) -> str:
+    """A light stem (plural s dropped) for comparing words of titles, glossary terms and queries."""
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
+def _plain_words(text: str) -> str:
+    """The words of ``text``, lower-cased and lightly stemmed, space-padded for phrase lookup."""
+    return f" {' '.join(_plain(w) for w in _WORD.findall(text.lower()))} "
+
+
+_ENGLISH_KEYS = {term: _plain_words(term) for term in ENGLISH_TERMS}
+
+
 def english_triggers(query: str) -> dict[str, list[str]]:
-    """``{everyday term: index words}`` for the English glossary terms ``query`` uses."""
-    lowered = f" {' '.join(_WORD.findall(query.lower()))} "
+    """``{everyday term: index words}`` for the English glossary terms ``query`` uses (in any
+    inflection the light stem joins: "stucks", "hangs")."""
+    lowered = _plain_words(query)
     return {
-        term: _expansion(words) for term, words in ENGLISH_TERMS.items() if f" {term} " in lowered
+        term: _expansion(ENGLISH_TERMS[term])
+        for term, key in _ENGLISH_KEYS.items()
+        if key in lowered
     }
 
 
-def query_terms(query: str, rare: Callable[[str], bool] | None = None) -> list[str]:
+ASKED, STAND_IN = 2, 1
+"""Weights of a query's own words (Chinese terms included: they are its words, translated) and
+of the words an English glossary term stands in for."""
+
+
+def query_terms(query: str) -> list[str]:
     """The distinct lower-case terms a query is searched with, in query order.
 
     A term is a word or a phrase (space-separated words): identifiers also count as the
     phrase of their parts (``init_device_mesh`` -> "init device mesh"), versions as the
-    phrase of their numbers ("2.4" -> "2 4"). Chinese terms are replaced by their glossary
-    words; an English glossary term adds its words only when ``rare(term)`` says the
-    references seldom use the term itself (default: always).
+    phrase of their numbers ("2.4" -> "2 4"), a quoted error message as the phrase of its
+    first words. Chinese terms are replaced by their glossary words; an English glossary term
+    adds its words after the query's own.
     """
+    return list(weighted_terms(query))
+
+
+def weighted_terms(query: str) -> dict[str, int]:
+    """``query_terms`` with the weight of each: ``ASKED`` for the query's own words, else
+    ``STAND_IN`` (the words an English glossary term adds: "frozen" asks about a hang, but
+    less surely than "hang" would)."""
     added, rest = _chinese_terms(query)
     words: list[str] = []
     for match in _IDENT.finditer(rest):
@@ -103,15 +136,29 @@ def query_terms(query: str, rare: Callable[[str], bool] | None = None) -> list[s
         pieces = re.findall(r"[0-9]+|[a-z]+", number.lower())
         words.append(" ".join(pieces) if len(pieces) > 1 else pieces[0])
     words.extend(added)
-    for term, expansion in english_triggers(rest).items():
-        if rare is None or rare(term):
-            words.extend(expansion)
-    out: dict[str, None] = {}
-    for word in words:
-        if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
-            continue
-        out.setdefault(word, None)
-    return list(out)
+    words[:0] = message_phrases(query)
+    stand_ins: list[str] = []
+    for expansion in english_triggers(rest).values():
+        stand_ins.extend(expansion)
+    out: dict[str, int] = {}
+    for weight, group in ((ASKED, words), (STAND_IN, stand_ins)):
+        for word in group:
+            if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+                continue
+            out.setdefault(word, weight)
+    return out
+
+
+def message_phrases(query: str) -> list[str]:
+    """The error messages a query quotes (after ``SomeError:``, or in quotes), each as the
+    phrase of its first ``MESSAGE_WORDS`` words: a section that has the same words in the
+    same order is about that error."""
+    phrases = []
+    for match in _MESSAGE.finditer(query):
+        words = _WORD.findall((match.group(1) or match.group(2)).lower())[:MESSAGE_WORDS]
+        if len(words) >= 3:
+            phrases.append(" ".join(words))
+    return phrases
 
 
 def query_identifiers(query: str) -> set[str]:
@@ -143,11 +190,6 @@ def title_identifiers(title: str) -> frozenset[str]:
 def has_cjk(text: str) -> bool:
     """True if ``text`` contains Chinese (CJK) characters."""
     return bool(_CJK.search(text))
-
-
-def _plain(word: str) -> str:
-    """A light stem (plural s dropped) for comparing title words with query words."""
-    return word[:-1] if word.endswith("s") and len(word) > 3 else word
 
 
 @lru_cache(maxsize=4096)
