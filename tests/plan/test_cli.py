@@ -342,3 +342,14 @@ def test_large_vocabulary_loss_note():
 
     assert noted(model="llama-3-8b", seq_len=8192)
     assert not noted(model="llama-2-7b", seq_len=4096)
+
+
+def test_bundled_names_are_never_joined_into_a_path(tmp_path):
+    """``--model ../x`` or an absolute path must not be read as a bundled config."""
+    from fsdp_skill.plan import bundled
+
+    elsewhere = tmp_path / "config.json"
+    elsewhere.write_text("{}")
+    assert bundled.path("LLAMA-3-8B") == bundled.CONFIG_DIR / "llama-3-8b.json"
+    for name in (str(elsewhere.with_suffix("")), "../configs/llama-3-8b", "./llama-3-8b"):
+        assert bundled.path(name) is None, name

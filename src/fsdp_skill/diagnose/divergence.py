@@ -7,6 +7,7 @@ from fsdp_skill.diagnose.scan import scan_all
 from fsdp_skill.diagnose.sources import expand
 from fsdp_skill.diagnose.trace import UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
+from fsdp_skill.roots import Roots
 
 _EXPLAIN = {
     align.MISSING: "some ranks never reached a collective the others are in",
@@ -93,9 +94,10 @@ def _rank_summary(trace: Trace) -> dict:
     return out
 
 
-def hang(paths: list[str]) -> dict:
-    """Analyse the inputs; raise UsageError if nothing in them could be read."""
-    files, problems = expand(paths)
+def hang(paths: list[str], roots: Roots | None = None) -> dict:
+    """Analyse the inputs (only those inside ``roots``, if given); raise UsageError if
+    nothing in them could be read."""
+    files, problems = expand(paths, roots)
     trace, reports = scan_all(files)
     if not trace.ranks:
         details = problems + [f"{r.path}: {'; '.join(r.problems)}" for r in reports if r.problems]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsdp_skill.lint import config, gitignore
+from fsdp_skill.roots import NOT_READ, Roots
 
 MAX_BYTES = 10 * 1024 * 1024
 """Larger files are reported, not read: no hand-written training script is this big."""
@@ -78,22 +79,24 @@ def _excluded(path: Path, cfg: config.LintConfig) -> bool:
     return False
 
 
-def _git_root(folder: Path) -> Path | None:
+def _git_root(folder: Path, roots: Roots | None) -> Path | None:
     for candidate in (folder, *folder.parents):
+        if roots is not None and not roots.contains(candidate):
+            return None  # above the roots: nothing there may be looked at
         if (candidate / ".git").exists():
             return candidate
     return None
 
 
-def _ancestor_ignores(folder: Path) -> list[gitignore.GitIgnore]:
+def _ancestor_ignores(folder: Path, roots: Roots | None) -> list[gitignore.GitIgnore]:
     """``.gitignore`` files of the folders above ``folder``, up to the repository root."""
-    root = _git_root(folder)
+    root = _git_root(folder, roots)
     if root is None:
         return []
     chain = []
     for candidate in reversed((folder.parent, *folder.parent.parents)):
         if candidate == root or root in candidate.parents:
-            ignore = gitignore.load(candidate)
+            ignore = gitignore.load(candidate, roots)
             if ignore is not None:
                 chain.append(ignore)
     return chain
@@ -108,13 +111,20 @@ def _is_ignored(path: Path, is_dir: bool, ignores: list[gitignore.GitIgnore]) ->
     return verdict
 
 
-def discover(paths: list[str]) -> tuple[list[Path], list[Problem]]:
-    """The files to lint and the paths that could not be used, in a stable order."""
+def discover(paths: list[str], roots: Roots | None = None) -> tuple[list[Path], list[Problem]]:
+    """The files to lint and the paths that could not be used, in a stable order.
+
+    With ``roots``, every file found, and every configuration read on the way, must pass
+    ``roots.admit``; a file that does not is reported instead of listed.
+    """
     found: list[Path] = []
     problems: list[Problem] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
+        if roots is not None and not roots.contains(path):
+            problems.append(Problem(raw, "outside the client's roots"))
+            continue
         try:
             info = path.stat()
         except OSError as exc:
@@ -122,13 +132,13 @@ def discover(paths: list[str]) -> tuple[list[Path], list[Problem]]:
             continue
         if stat.S_ISDIR(info.st_mode):
             absolute = path.resolve()
-            ignores = _ancestor_ignores(absolute)
-            _walk(path, absolute, ignores, found, problems, seen)
+            ignores = _ancestor_ignores(absolute, roots)
+            _walk(path, absolute, ignores, found, problems, seen, roots)
         elif not stat.S_ISREG(info.st_mode):
             # a pipe or a device could block or never end: lint code through `-` instead
             problems.append(Problem(raw, "not a regular file"))
         else:
-            if _excluded(path, config.for_folder(path.resolve().parent)):
+            if _excluded(path, config.for_folder(path.resolve().parent, roots)):
                 continue
             key = path.resolve()
             if key not in seen:
@@ -144,11 +154,12 @@ def _walk(
     found: list[Path],
     problems: list[Problem],
     seen: set[Path],
+    roots: Roots | None,
 ) -> None:
-    own = gitignore.load(absolute)
+    own = gitignore.load(absolute, roots)
     if own is not None:
         ignores = [*ignores, own]
-    cfg = config.for_folder(absolute)
+    cfg = config.for_folder(absolute, roots)
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
@@ -162,11 +173,14 @@ def _walk(
                 continue
             if _excluded(abs_path, cfg):
                 continue
-            _walk(path, abs_path, ignores, found, problems, seen)
+            _walk(path, abs_path, ignores, found, problems, seen, roots)
             continue
         if not entry.name.endswith(".py"):
             continue
         if _is_ignored(abs_path, False, ignores) or _excluded(abs_path, cfg):
+            continue
+        if roots is not None and not roots.contains(abs_path):  # before looking at its target
+            problems.append(Problem(str(path), NOT_READ))
             continue
         if entry.is_symlink():
             try:

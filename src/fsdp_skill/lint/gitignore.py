@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from fsdp_skill.roots import Roots
+
 
 @dataclass(frozen=True)
 class _Pattern:
@@ -93,9 +95,11 @@ class GitIgnore:
         return verdict
 
 
-def load(folder: Path) -> GitIgnore | None:
-    """The ``.gitignore`` of ``folder``, if it has a readable one."""
+def load(folder: Path, roots: Roots | None = None) -> GitIgnore | None:
+    """The ``.gitignore`` of ``folder``, if it has a readable one (inside ``roots``, if given)."""
     path = folder / ".gitignore"
+    if roots is not None and not roots.contains(path):
+        return None
     try:
         return GitIgnore(folder, path.read_text(encoding="utf-8", errors="replace"))
     except OSError:

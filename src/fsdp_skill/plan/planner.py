@@ -37,8 +37,12 @@ def load_model(
     params: str | int | float | None = None,
     model_config: str | Path | dict | None = None,
     model: str | None = None,
+    local_paths: bool = True,
 ) -> tuple[ModelSpec, str]:
-    """The model from exactly one of a count, a config file (or dict), or a model id."""
+    """The model from exactly one of a count, a config file (or dict), or a model id.
+
+    ``local_paths`` False: a model id is a bundled name or a hub id, never a local path.
+    """
     given = [x for x in (params, model_config, model) if x is not None]
     if len(given) != 1:
         raise UsageError("give exactly one of --params, --model-config or --model")
@@ -51,7 +55,7 @@ def load_model(
         return from_hf_config(data, Path(model_config).stem), str(model_config)
     from fsdp_skill.plan.hub import resolve
 
-    data, source = resolve(str(model))
+    data, source = resolve(str(model), local_paths=local_paths)
     return from_hf_config(data, str(model)), source
 
 
@@ -253,7 +257,8 @@ def plan(
     ``more`` takes ``headroom`` (fraction, default 0.1), ``attention`` ("sdpa" | "eager"),
     ``reduce_dtype`` ("fp32" | "bf16" | "fp16"), ``bandwidth`` and ``inter_node_bandwidth``
     (e.g. "150GB/s"), ``interconnect`` ("nvlink" | "pcie"), ``network`` ("infiniband" |
-    "ethernet"), ``cpu_memory`` (per node) and ``torch_version`` (default: installed).
+    "ethernet"), ``cpu_memory`` (per node), ``torch_version`` (default: installed) and
+    ``local_paths`` (default True; False: ``model`` is never read as a local path).
     With ``activation_checkpointing`` only checkpointed strategies are compared.
     Raises UsageError on bad input.
     """
@@ -267,11 +272,13 @@ def plan(
         "network",
         "cpu_memory",
         "torch_version",
+        "local_paths",
     }
     unknown = sorted(set(more) - known)
     if unknown:
         raise UsageError(f"unknown plan option(s): {', '.join(unknown)}")
-    spec, source = load_model(params, model_config, model)
+    local_paths = more.pop("local_paths", True) is not False
+    spec, source = load_model(params, model_config, model, local_paths)
     setup = build_setup(
         spec,
         gpus=gpus,
