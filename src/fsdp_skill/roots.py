@@ -78,5 +78,6 @@ class Roots:
     def __str__(self) -> str:
         return ", ".join(str(f) for f in self.folders)
 
+
 NOT_READ = "a link that leads outside the client's roots: not read"
 """What a tool reports for a file its walk found but ``admit`` refused."""
