@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
 from fsdp_skill.diagnose import advice, align
 from fsdp_skill.diagnose.scan import scan_all
 from fsdp_skill.diagnose.sources import expand
-from fsdp_skill.diagnose.trace import UNKNOWN, Trace
+from fsdp_skill.diagnose.trace import MAX_RANK, UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
 from fsdp_skill.roots import Roots
 
@@ -116,8 +118,9 @@ def hang(paths: list[str], roots: Roots | None = None) -> dict:
         warnings += [f"{r.path}: {p}" for p in r.problems]
     if len(trace.ranks) == 1:
         warnings.append("only one rank's logs were given: there is nothing to compare it with")
-    if trace.world_size and trace.world_size > len(trace.ranks):
-        missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
+    if trace.world_size and len(trace.ranks) < trace.world_size <= MAX_RANK + 1:
+        absent = (r for r in range(trace.world_size) if r not in trace.ranks)
+        missing = list(islice(absent, 21))
         shown = ", ".join(map(str, missing[:20])) + (" …" if len(missing) > 20 else "")
         warnings.append(f"world size is {trace.world_size} but there are no logs for ranks {shown}")
     if trace.local_rank_prefixes:
