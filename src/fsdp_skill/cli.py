@@ -203,7 +203,12 @@ def lint_command(
         "torch_version": torch_version,
     }
     if list(paths) == ["-"]:
-        result = lint_source(sys.stdin.read(), stdin_filename, **options)
+        from fsdp_skill.lint.files import Problem, read_stream
+
+        source = read_stream(sys.stdin.buffer, stdin_filename)
+        if isinstance(source, Problem):
+            raise UsageError(f"{source.path}: {source.message}")
+        result = lint_source(source, stdin_filename, **options)
     else:
         from fsdp_skill.lint.progress import bar
 
@@ -557,12 +562,15 @@ def explain_command(text, file, as_json) -> int:
     when no known error is found.
     """
     from fsdp_skill.diagnose import explain as run_explain
-    from fsdp_skill.diagnose.render import explain_text, read_explain_input
+    from fsdp_skill.diagnose.render import explain_text, read_explain_tail
 
-    result = run_explain(read_explain_input(text, file))
+    tail = read_explain_tail(text, file)
+    result = tail.place(run_explain(tail.text))
     if as_json:
         emit_json(result)
     else:
+        if tail.note():
+            echo(tail.note())
         for line in explain_text(result):
             echo(line)
     return 0 if result["matches"] else 1

@@ -15,6 +15,7 @@ import stat
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from fsdp_skill.lint import config, gitignore
 from fsdp_skill.roots import NOT_READ, Roots
@@ -203,14 +204,30 @@ def read_source(path: Path) -> str | Problem:
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            return Problem(
-                str(path), f"file too large ({size / 1e6:.1f} MB; limit {MAX_BYTES // 2**20} MiB)"
-            )
+            return Problem(str(path), _too_large(size))
         data = path.read_bytes()
     except OSError as exc:
         return Problem(str(path), _os_reason(exc))
+    return decode_source(data, str(path))
+
+
+def read_stream(stream: BinaryIO, name: str) -> str | Problem:
+    """Source read from a stream (stdin), with the same size limit as a file."""
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        return Problem(name, _too_large(None))
+    return decode_source(data, name)
+
+
+def _too_large(size: int | None) -> str:
+    limit = f"limit {MAX_BYTES // 2**20} MiB"
+    return f"file too large ({size / 1e6:.1f} MB; {limit})" if size else f"more than the {limit}"
+
+
+def decode_source(data: bytes, name: str) -> str | Problem:
+    """Source bytes as text (UTF-8, or the encoding the file declares), or why not."""
     if b"\0" in data[:8192]:
-        return Problem(str(path), "binary file (contains NUL bytes)")
+        return Problem(name, "binary file (contains NUL bytes)")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -221,7 +238,7 @@ def read_source(path: Path) -> str | Problem:
             except (LookupError, UnicodeDecodeError):
                 pass
         return Problem(
-            str(path), f"not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start}"
+            name, f"not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start}"
         )
 
 
