@@ -9,6 +9,7 @@ from pathlib import Path
 from fsdp_skill.diagnose.tail import Tail, read_tail
 from fsdp_skill.errors import UsageError
 
+
 def read_explain_input(text: str | None, file: str | None) -> str:
     """The text to explain: an argument, a file, or stdin (``-`` or nothing on a pipe)."""
     return read_explain_tail(text, file).text
