@@ -601,11 +601,14 @@ def hang_command(paths, as_json) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
     try:
-        code = cli.main(args=argv, prog_name="fsdp-skill", standalone_mode=False)
+        # click's own main() would print a blank line before its Abort on Ctrl-C
+        args = list(sys.argv[1:] if argv is None else argv)
+        with cli.make_context("fsdp-skill", args) as ctx:
+            code = cli.invoke(ctx)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.exceptions.Abort:
-        echo("fsdp-skill: aborted", err=True)
+        echo("fsdp-skill: interrupted", err=True)  # click turns Ctrl-C into Abort
         code = 130
     except click.ClickException as exc:
         echo(f"fsdp-skill: error: {exc.format_message()}", err=True)

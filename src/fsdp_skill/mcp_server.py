@@ -476,4 +476,47 @@ def serve(roots: Sequence[Path] = ()) -> None:
             "fsdp-skill mcp: serving MCP on stdin/stdout; an MCP client starts this command "
             "(Ctrl-C to stop)\n"
         )
-    build_server(roots).run("stdio")
+    import anyio
+
+    anyio.run(_serve_stdio, build_server(roots))
+
+
+async def _serve_stdio(app: Any) -> None:
+    """``app.run("stdio")``, except that a frame that is not a JSON-RPC message gets its
+    JSON-RPC error back (-32700 when it is not JSON, -32600 when it is JSON but no message)
+    instead of being dropped, and the server goes on serving."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = app._lowlevel_server  # what MCPServer.run_stdio_async runs
+    async with stdio_server() as (read_stream, write_stream):
+        to_server, from_transport = anyio.create_memory_object_stream(0)
+
+        async def answer_bad_frames() -> None:
+            async with to_server:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(frame_error(item))
+                    else:
+                        await to_server.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(answer_bad_frames)
+            await server.run(from_transport, write_stream, server.create_initialization_options())
+
+
+def frame_error(exc: Exception) -> Any:
+    """The JSON-RPC error answering a frame the transport could not read (``exc``)."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    errors = getattr(exc, "errors", lambda: [])()
+    not_json = any(e.get("type") == "json_invalid" for e in errors)
+    code, message = (
+        (PARSE_ERROR, "Parse error: the frame is not JSON")
+        if not_json
+        else (INVALID_REQUEST, "Invalid Request: the frame is not a JSON-RPC 2.0 message")
+    )
+    return SessionMessage(
+        JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+    )

@@ -59,17 +59,29 @@ def load_model(
     return from_hf_config(data, str(model)), source
 
 
+LIMITS = {
+    "--gpus": 1_000_000,
+    "--nodes": 100_000,
+    "--seq-len": 10_000_000,
+    "--micro-batch": 1_000_000,
+}
+"""The largest value each whole-number option takes (the MCP server's bounds too)."""
+
+
 def _positive_int(value: Any, what: str) -> int:
-    """``value`` as an int of at least 1 (a whole float or digit string is fine)."""
+    """``value`` as an int from 1 to ``LIMITS[what]`` (a whole float or digit string is fine)."""
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
         number = int(value)
     if number is None or number < 1:
-        raise UsageError(f"{what} must be a whole number of at least 1, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise UsageError(f"{what} must be a whole number of at least 1, got {shown}")
+    if number > LIMITS[what]:
+        raise UsageError(f"{what} must be at most {LIMITS[what]:,}")
     return number
 
 
@@ -77,7 +89,7 @@ def _fraction(value: Any, what: str) -> float:
     """``value`` as a float in [0, 1)."""
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         number = -1.0
     if not 0 <= number < 1:
         raise UsageError(f"{what} must be a fraction in [0, 1), got {value!r}")

@@ -15,6 +15,8 @@ from pathlib import Path
 from fsdp_skill.errors import UsageError
 
 MAX_K = 50
+MAX_ID = 300
+"""Characters a section id may have (the longest real one has under a hundred)."""
 
 
 def bundle_dir() -> Path:
@@ -94,6 +96,11 @@ def show(section_id: str, bundle: Path | None = None) -> dict:
     """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``."""
     from fsdp_skill.search import index
 
+    if len(section_id) > MAX_ID:
+        raise UsageError(
+            f"no section {section_id[:60]!r}… ({len(section_id):,} characters; "
+            f"section ids have at most {MAX_ID})"
+        )
     db = index.connect(_checked(bundle))
     found = index.section(db, section_id)
     if found is None:
