@@ -14,7 +14,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 echo "== installing the package and the test requirements"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-test.txt -e ".[dev,torch]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-test.txt -e ".[dev,torch,hf]"
 
 export PATH="$PWD/$VENV/bin:$PATH"
 echo "== ruff"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 from fsdp_skill.bundle_files import BUNDLE_DIR
 from fsdp_skill.verify import check_front_matter, verify
 from tests.cli import fsdp
+
+REPO = Path(__file__).resolve().parents[1]
 
 GOOD = {"name": "pytorch-fsdp", "description": "Helps with FSDP."}
 
@@ -28,7 +31,7 @@ def messages(bundle: Path) -> list[str]:
 def test_shipped_bundle_passes():
     result = fsdp("verify", "--json")
     assert result.code == 0, result.out
-    assert result.json() == {"ok": True, "problems": []}
+    assert result.json() == {"ok": True, "problems": [], "skipped": []}
 
 
 @pytest.mark.parametrize(
@@ -103,3 +106,22 @@ def test_verify_reports_exit_1_with_problems(bundle: Path):
     result = fsdp("verify", bundle, "--json")
     assert result.code == 1
     assert result.json()["ok"] is False
+
+
+def test_verify_without_torch_says_the_torch_name_check_was_skipped(tmp_path: Path):
+    blocker = tmp_path / "no-torch" / "torch"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    env = {"PYTHONPATH": f"{blocker.parent}{os.pathsep}{REPO / 'src'}"}
+    text = fsdp("verify", env=env)
+    assert text.code == 0, text.err
+    assert "ok" in text.out and "skipped" in text.out and "torch" in text.out
+    assert "[torch]" in text.out
+    report = fsdp("verify", "--json", env=env).json()
+    assert report["ok"] is True and report["skipped"] == [
+        "torch names: torch is not importable here"
+    ]
+    asked = fsdp("verify", "--no-torch")
+    assert "skipped" in asked.out and "--no-torch" in asked.out
+    full = fsdp("verify", "--json").json()
+    assert full["skipped"] == []

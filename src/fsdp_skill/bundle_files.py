@@ -11,6 +11,8 @@ BUNDLE_DIR = Path(__file__).parent / "bundle" / SKILL_NAME
 """The bundle shipped inside the package, in the Agent Skills layout."""
 
 LAUNCHER = "scripts/fsdp"
+MANIFEST = ".fsdp-skill-manifest.json"
+"""Written by install into each bundle: what it wrote (see ``install.manifest``)."""
 _PYTHON_LINE = 'FSDP_SKILL_PYTHON=""'
 _IGNORED = {"__pycache__", ".DS_Store"}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from fsdp_skill import __version__
-from fsdp_skill.errors import UsageError
+from fsdp_skill.errors import Terminated, UsageError
 from fsdp_skill.output import echo, emit_json
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -27,37 +27,31 @@ def cli() -> None:
     Search the skill's references, lint training scripts, plan memory, explain errors,
     find where hung ranks diverged, check the environment, start a project, and install
     the skill into every agent client.
+
+    Every command but mcp and render takes --json (one JSON document on stdout). Exit
+    status: 0 success, 1 problems found, 2 bad usage or unreadable input.
     """
 
 
 # --- install / uninstall / verify / render -------------------------------------------------
 
-_client_option = click.option(
-    "--client",
-    "clients",
-    multiple=True,
-    metavar="NAME",
-    help="Client to install for (repeatable): claude-code, codex, cursor, opencode, gemini, "
-    "copilot, kiro, agents; MCP only: claude-desktop, vscode, windsurf. Default: every client "
-    "found on this machine.",
-)
-_mcp_option = click.option(
-    "--mcp/--no-mcp",
-    default=True,
-    show_default=True,
-    help="Also (un)register the MCP server in Claude Desktop, Cursor, VS Code and Windsurf: the "
-    "named ones, or those whose MCP config file exists.",
-)
-_project_option = click.option(
-    "--project",
-    type=click.Path(path_type=Path, file_okay=False),
-    help="Install into this project's skill folders instead of your home's.",
-)
-_dest_option = click.option(
-    "--dest",
-    type=click.Path(path_type=Path),
-    help="Install into DEST/pytorch-fsdp, whatever the client.",
-)
+
+def _client_option(text: str):
+    return click.option("--client", "clients", multiple=True, metavar="NAME", help=text)
+
+
+def _project_option(text: str):
+    return click.option("--project", type=click.Path(path_type=Path, file_okay=False), help=text)
+
+
+def _dest_option(text: str):
+    return click.option("--dest", type=click.Path(path_type=Path), help=text)
+
+
+def _mcp_option(text: str):
+    return click.option("--mcp/--no-mcp", default=True, show_default=True, help=text)
+
+
 _dry_run_option = click.option("--dry-run", is_flag=True, help="Print the plan, write nothing.")
 
 
@@ -70,12 +64,24 @@ def _print_report(report, as_json: bool, keys: tuple[str, ...]) -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@_client_option
-@_project_option
-@_dest_option
-@click.option("--force", is_flag=True, help="Overwrite files you edited since install.")
+@_client_option(
+    "Client to install for (repeatable): claude-code, codex, cursor, opencode, gemini, "
+    "copilot, kiro, agents; MCP only: claude-desktop, vscode, windsurf. Default: every client "
+    "found on this machine."
+)
+@_project_option("Install into this project's skill folders instead of your home's.")
+@_dest_option("Install into DEST/pytorch-fsdp, whatever the client.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Overwrite files you edited since install; move aside a bundle whose manifest is "
+    "corrupted, and install a fresh one.",
+)
 @_dry_run_option
-@_mcp_option
+@_mcp_option(
+    "Also register the MCP server in Claude Desktop, Cursor, VS Code and Windsurf: the named "
+    "ones, or those whose MCP config file exists."
+)
 @click.option(
     "--api-refs/--no-api-refs",
     default=True,
@@ -101,11 +107,17 @@ def install(clients, project, dest, force, dry_run, mcp, api_refs, as_json) -> i
 
 
 @cli.command(context_settings=CONTEXT)
-@_client_option
-@_project_option
-@_dest_option
+@_client_option(
+    "Client to remove the skill (or MCP entry) from (repeatable), named as for install. "
+    "Default: every client's folders are looked at."
+)
+@_project_option("Remove from this project's skill folders instead of your home's.")
+@_dest_option("Remove DEST/pytorch-fsdp, installed there with install --dest.")
 @_dry_run_option
-@_mcp_option
+@_mcp_option(
+    "Also remove the MCP server entry (and nothing else) from the MCP config files of "
+    "Claude Desktop, Cursor, VS Code and Windsurf."
+)
 @json_option
 def uninstall(clients, project, dest, dry_run, mcp, as_json) -> int:
     """Remove what install wrote (files you edited or added stay)."""
@@ -125,18 +137,27 @@ def uninstall(clients, project, dest, dry_run, mcp, as_json) -> int:
 def verify(bundle_dir, no_torch, as_json) -> int:
     """Check a skill bundle (default: the shipped one)."""
     from fsdp_skill.bundle_files import BUNDLE_DIR
+    from fsdp_skill.verify import skipped_checks
     from fsdp_skill.verify import verify as run_verify
 
     bundle = bundle_dir or BUNDLE_DIR
     if not bundle.exists():
         raise UsageError(f"{bundle} does not exist")
     problems = run_verify(bundle, check_torch=not no_torch)
+    skipped = skipped_checks(check_torch=not no_torch)
     if as_json:
-        emit_json({"ok": not problems, "problems": [p.as_dict() for p in problems]})
+        emit_json(
+            {"ok": not problems, "problems": [p.as_dict() for p in problems], "skipped": skipped}
+        )
     else:
         for p in problems:
             echo(f"{p.path}:{p.line}: {p.message}")
-        echo(f"{bundle}: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+        verdict = "ok" if not problems else f"{len(problems)} problem(s)"
+        for check in skipped:
+            what, _, why = check.partition(": ")
+            hint = "" if no_torch else "; install the [torch] extra to check them"
+            verdict += f"; skipped the check of {what} ({why}{hint})"
+        echo(f"{bundle}: {verdict}")
     return 1 if problems else 0
 
 
@@ -278,21 +299,50 @@ def show(section_id, as_json) -> int:
     show_default=True,
     help="installed: API references from the torch this Python imports; web: crawl the docs.",
 )
-@click.option("--url", "url", metavar="BASE", help="With --source web: crawl from this page.")
+@click.option(
+    "--url",
+    "urls",
+    metavar="URL",
+    multiple=True,
+    help="With --source web: crawl from this page (repeatable) instead of the official list.",
+)
+@click.option(
+    "--base",
+    metavar="URL",
+    help="With --source web: read the official pages from this mirror (same paths).",
+)
+@click.option(
+    "--version",
+    "docs_version",
+    metavar="X.Y",
+    help="With --source web: the docs version to read (default: the installed torch's "
+    "when published, else stable).",
+)
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="With --source web: also remove crawled pages not fetched this time.",
+)
 @click.option(
     "--dest",
     type=click.Path(path_type=Path, file_okay=False),
     help="Bundle folder to refresh (default: the one the toolkit ships).",
 )
 @json_option
-def refresh(source, url, dest, as_json) -> int:
+def refresh(source, urls, base, docs_version, prune, dest, as_json) -> int:
     """Rebuild the API references and the search index atomically; report what changed."""
     from fsdp_skill.references import refresh as run_refresh
     from fsdp_skill.search import bundle_dir
 
-    if url and source != "web":
-        raise UsageError("--url needs --source web")
-    report = run_refresh(dest or bundle_dir(), source=source, url=url, progress=not as_json)
+    report = run_refresh(
+        dest or bundle_dir(),
+        source=source,
+        urls=urls,
+        base=base,
+        version=docs_version,
+        prune=prune,
+        progress=not as_json,
+    )
     if as_json:
         emit_json(report)
         return 0
@@ -525,7 +575,10 @@ def new_command(
     force,
     as_json,
 ) -> int:
-    """Write a runnable, resumable FSDP2 training project into DIR."""
+    """Write a runnable, resumable FSDP2 training project into DIR.
+
+    The project needs torch>=2.6 and transformers>=5 to run (not to be written).
+    """
     from fsdp_skill.scaffold import new_project
 
     result = new_project(
@@ -541,6 +594,9 @@ def new_command(
     if as_json:
         emit_json(result)
         return 0
+    needs = " and ".join(f"{name}{spec}" for name, spec in result["requires"].items())
+    has = ", ".join(f"{n} {v}" if v else f"no {n}" for n, v in result["installed"].items())
+    echo(f"the project needs {needs} to run (this Python has {has})")
     echo(f"wrote {len(result['files'])} files to {result['path']}:")
     for rel in result["files"]:
         echo(f"  {rel}")
@@ -619,6 +675,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         echo("fsdp-skill: interrupted", err=True)
         code = 130
+    except Terminated:
+        echo("fsdp-skill: terminated; nothing was left half-written", err=True)
+        code = 143
     except BrokenPipeError:
         code = 0
     sys.exit(code if isinstance(code, int) else 0)

@@ -21,8 +21,9 @@ def names_in_text(text: str) -> Iterator[tuple[int, str]]:
             yield number, match.group(0).rstrip(".")
 
 
-def names_in_code(code: str) -> Iterator[tuple[int, str]]:
-    """Yield ``(line, dotted name)`` for every torch name a Python block imports or uses.
+def names_in_code(code: str, roots: tuple[str, ...] = ("torch",)) -> Iterator[tuple[int, str]]:
+    """Yield ``(line, dotted name)`` for every name of the ``roots`` packages (torch by
+    default) that a Python block imports or uses.
 
     Follows ``import torch.distributed as dist`` and ``from torch.x import y as z`` so that
     ``dist.all_reduce`` is reported as ``torch.distributed.all_reduce``.
@@ -30,17 +31,22 @@ def names_in_code(code: str) -> Iterator[tuple[int, str]]:
     """
     tree = ast.parse(code)
     aliases: dict[str, str] = {}
+
+    def ours(module: str) -> bool:
+        return module.split(".", 1)[0] in roots
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "torch" or alias.name.startswith("torch."):
+                if ours(alias.name):
                     yield node.lineno, alias.name
                     if alias.asname:
                         aliases[alias.asname] = alias.name
                     else:
-                        aliases["torch"] = "torch"
+                        top = alias.name.split(".", 1)[0]
+                        aliases[top] = top
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "torch" or node.module.startswith("torch."):
+            if ours(node.module):
                 for alias in node.names:
                     if alias.name == "*":
                         continue
@@ -77,7 +83,7 @@ def longest_names(names: Iterator[tuple[int, str]]) -> list[tuple[int, str]]:
 
 @cache
 def resolve(dotted: str) -> bool:
-    """True if ``dotted`` names a module or attribute in the installed torch."""
+    """True if ``dotted`` names a module or attribute of an installed package (torch, ...)."""
     parts = dotted.split(".")
     for split in range(len(parts), 0, -1):
         module_name = ".".join(parts[:split])

@@ -7,12 +7,14 @@ body budget and the torch-name checks are this project's own rules.
 from __future__ import annotations
 
 import ast
+import os
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsdp_skill import markdown, symbols
+from fsdp_skill import locking, markdown, symbols
 from fsdp_skill.bundle_files import BUNDLE_DIR
+from fsdp_skill.textfile import Unreadable, read_text
 
 ALLOWED_FIELDS = {"name", "description", "license", "allowed-tools", "metadata", "compatibility"}
 MAX_NAME = 64
@@ -92,7 +94,10 @@ def _check_skill_md(bundle: Path) -> list[Problem]:
     path = bundle / "SKILL.md"
     if not path.is_file():
         return [Problem("SKILL.md", 0, "missing required file SKILL.md")]
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_text(path)
+    except Unreadable as exc:
+        return [Problem("SKILL.md", 0, f"cannot be read: {exc}")]
     try:
         front, body, body_line = markdown.split_front_matter(text, "---")
     except ValueError as exc:
@@ -117,7 +122,10 @@ def _check_skill_md(bundle: Path) -> list[Problem]:
 def _anchors(path: Path, seen: dict[Path, set[str]]) -> set[str]:
     """The heading anchors of a Markdown file, read once per verify run (``seen``)."""
     if path not in seen:
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = read_text(path)
+        except Unreadable:
+            text = ""  # reported as a problem of that page itself
         seen[path] = {markdown.slugify(title) for _, _, title in markdown.headings(text)}
     return seen[path]
 
@@ -181,6 +189,15 @@ def _check_code_and_names(bundle: Path, md: Path, text: str, version: str | None
     return problems
 
 
+def skipped_checks(check_torch: bool) -> list[str]:
+    """The checks ``verify`` did not run, each as ``"<check>: <why>"`` (empty: all ran)."""
+    if not check_torch:
+        return ["torch names: --no-torch"]
+    if symbols.torch_version() is None:
+        return ["torch names: torch is not importable here"]
+    return []
+
+
 def verify(bundle: Path = BUNDLE_DIR, check_torch: bool = True) -> list[Problem]:
     """Every problem found in the bundle at ``bundle`` (an empty list means it passes)."""
     bundle = Path(bundle)
@@ -192,13 +209,30 @@ def verify(bundle: Path = BUNDLE_DIR, check_torch: bool = True) -> list[Problem]
     version = symbols.torch_version() if check_torch else None
     anchors: dict[Path, set[str]] = {}
     for md in sorted(bundle.rglob("*.md")):
-        text = md.read_text(encoding="utf-8")
+        rel = md.relative_to(bundle).as_posix()
+        try:
+            text = read_text(md)
+        except Unreadable as exc:
+            problems.append(Problem(rel, 0, f"cannot be read ({exc}); search skips it"))
+            continue
         problems.extend(_check_links(bundle, md, text, anchors))
         problems.extend(_check_code_and_names(bundle, md, text, version))
     for script in sorted((bundle / "scripts").glob("*.py")):
+        rel = script.relative_to(bundle).as_posix()
         try:
-            ast.parse(script.read_text(encoding="utf-8"))
+            ast.parse(read_text(script))
+        except Unreadable as exc:
+            problems.append(Problem(rel, 0, f"cannot be read ({exc})"))
         except SyntaxError as exc:
-            rel = script.relative_to(bundle).as_posix()
             problems.append(Problem(rel, exc.lineno or 0, f"does not parse: {exc.msg}"))
+    for left in locking.leftovers(bundle):
+        rel = Path(os.path.relpath(left, bundle)).as_posix()
+        problems.append(
+            Problem(
+                rel,
+                0,
+                "left by an interrupted install or refresh (some clients may load it as a "
+                "second skill): run the same command again to remove it, or delete it",
+            )
+        )
     return problems

@@ -52,7 +52,10 @@ def test_launcher_without_any_usable_python_says_how_to_fix(tmp_path: Path):
         env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
     )
     assert result.returncode == 2
-    assert "pip install pytorch-fsdp-skill" in result.stderr
+    # The package is not on a registry: the way that works is installing this repository.
+    assert "from a checkout of this repository: pip install ." in result.stderr
+    assert "pytorch-fsdp-skill" not in result.stderr
+    assert "fsdp-skill install" in result.stderr  # which records the new Python
     assert len(result.stderr.strip().splitlines()) == 1
 
 

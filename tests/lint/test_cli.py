@@ -219,3 +219,32 @@ def test_stdin_is_linted_under_the_given_name(tmp_path: Path):
     assert result.code == 1
     (finding,) = result.json()["findings"]
     assert finding["path"] == "snippet.py" and finding["code"] == "FSDP003"
+
+
+def test_the_pre_commit_example_names_a_revision_that_exists():
+    import re
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / ".pre-commit-hooks.yaml").read_text()
+    (rev,) = re.findall(r"^#\s+rev:\s*(\S+)", text, re.MULTILINE)
+    tags = subprocess.run(
+        ["git", "-C", str(repo), "tag", "--list"], capture_output=True, text=True
+    ).stdout.split()
+    assert rev == "main" or rev in tags, f"rev {rev!r} is neither main nor a tag ({tags})"
+
+
+def test_the_readme_lint_example_is_what_lint_prints_on_a_shipped_file():
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    readme = (repo / "README.md").read_text()
+    examples = re.findall(r"```console\n\$ fsdp-skill lint (\S+)\n(.*?)```", readme, re.DOTALL)
+    assert examples, "the README shows no lint example"
+    for path, shown in examples:
+        assert (repo / path).is_file(), f"the README lints {path}, which is not shipped"
+        result = fsdp("lint", path, cwd=repo)
+        assert result.code == 1
+        assert result.out == shown, f"README shows another output than lint prints for {path}"

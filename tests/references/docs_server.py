@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +14,10 @@ from pathlib import Path
 
 SITE = Path(__file__).parent / "fixtures" / "site"
 SLOW_SECONDS = 1.0
+TRICKLE_SECONDS = 5.0
+"""``/docs/fsdp-trickle.html`` sends its response one byte at a time, this far apart."""
+STALL_BYTES = 2048
+"""``/docs/distributed-stall.html`` sends this much of its body, then nothing until shut."""
 HUGE_BYTES = 3 * 1024 * 1024
 ETAG = '"fsdp-cached-v1"'
 LAST_MODIFIED = "Wed, 21 Oct 2026 07:28:00 GMT"
@@ -30,7 +36,7 @@ class Log:
         return self.paths().count(path)
 
 
-def _handler(log: Log):
+def _handler(log: Log, stop: threading.Event):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:  # keep the test output clean
             pass
@@ -54,6 +60,31 @@ def _handler(log: Log):
             if path == "/docs/distributed-slow.html":
                 time.sleep(SLOW_SECONDS)
                 return self._send(200, b"<html><body><h1>late</h1></body></html>")
+            if path == "/docs/fsdp-trickle.html":  # every byte arrives well within a timeout
+                response = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<html>slow</html>"
+                for byte in response:
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        return None
+                    if stop.wait(TRICKLE_SECONDS):
+                        return None
+                return None
+            if path == "/docs/distributed-stall.html":  # part of the body, then silence
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(STALL_BYTES * 2))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.wfile.write(b"<p>" + b"s" * (STALL_BYTES - 3))
+                    self.wfile.flush()
+                stop.wait(60)
+                return None
+            hops = re.fullmatch(r"/docs/fsdp-hops(?:-(\d+))?\.html", path)
+            if hops:  # a chain of redirects longer than any crawler should follow
+                following = int(hops.group(1) or 0) + 1
+                return self._send(302, headers={"Location": f"fsdp-hops-{following}.html"})
             if path == "/docs/fsdp-loop.html":
                 return self._send(302, headers={"Location": "fsdp-loop-b.html"})
             if path == "/docs/fsdp-loop-b.html":
@@ -111,12 +142,14 @@ def _handler(log: Log):
 def docs_server() -> Iterator[tuple[str, Log]]:
     """Serve the site on a free port of 127.0.0.1; yields (base URL, request log)."""
     log = Log()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(log))
+    stop = threading.Event()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(log, stop))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", log
     finally:
+        stop.set()
         server.shutdown()
         server.server_close()

@@ -120,6 +120,9 @@ def test_no_torch_is_a_usage_error(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("fsdp-skill: error: torch is not importable")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    # ... and how to get past it: the extra that brings torch, or the other source.
+    assert "[torch]" in proc.stderr and "--source web" in proc.stderr
 
 
 @pytest.mark.parametrize("stage", ["index", "swap"])
@@ -187,4 +190,30 @@ def test_a_full_disk_during_refresh_is_a_usage_error_and_changes_nothing(tmp_pat
     with pytest.raises(UsageError, match="No space left on device"):
         refresh(bundle)
     assert _snapshot(bundle / "references") == before
+    assert sorted(p.name for p in bundle.iterdir()) == ["SKILL.md", "references"]
+
+
+def test_refresh_keeps_every_folder_link_and_file_it_did_not_write(tmp_path):
+    bundle = _bundle(tmp_path)
+    refs = bundle / "references"
+    (refs / "team").mkdir()
+    (refs / "team" / "notes.md").write_text("# our notes\n")
+    (refs / "team" / "run.sh").write_text("#!/bin/sh\n")
+    (refs / "team" / "run.sh").chmod(0o755)
+    (refs / "shared.md").symlink_to(tmp_path / "dotfiles-shared.md")
+    (tmp_path / "dotfiles-shared.md").write_text("# Shared\n\n## Tips\n\nfrom dotfiles\n")
+    (refs / "gone.md").symlink_to("nowhere.md")
+    (refs / "images").symlink_to(tmp_path)
+    (refs / "data.bin").write_bytes(bytes(range(256)))
+    before = {p.relative_to(refs).as_posix(): os.lstat(p) for p in refs.rglob("*")}
+
+    report = _refresh_with(_fake_torch(tmp_path / "v1", FAKE_V1), bundle, tmp_path / "cache")
+    assert "api:torch.distributed.barrier" in report["added"]
+    for rel, info in before.items():
+        now = os.lstat(refs / rel)
+        assert (now.st_mode, now.st_size) == (info.st_mode, info.st_size), rel
+    assert os.readlink(refs / "shared.md") == str(tmp_path / "dotfiles-shared.md")
+    assert os.readlink(refs / "gone.md") == "nowhere.md"
+    assert (refs / "team" / "notes.md").read_text() == "# our notes\n"
+    assert (refs / "data.bin").read_bytes() == bytes(range(256))
     assert sorted(p.name for p in bundle.iterdir()) == ["SKILL.md", "references"]

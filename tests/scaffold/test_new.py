@@ -212,3 +212,43 @@ def test_launch_scripts_are_valid_shell():
 def test_shipped_train_py_is_valid_python():
     compile((TEMPLATE_DIR / "train.py").read_text(), "train.py", "exec")
     assert Path(TEMPLATE_DIR / "train.py").read_text().startswith('"""')
+
+
+def _torch_minimum_from_the_template() -> str:
+    """The newest ``since`` among the versioned torch names train.py uses (symbols.toml)."""
+    from fsdp_skill import knowledge, symbols
+
+    listed = knowledge.versioned_symbols()
+    code = (TEMPLATE_DIR / "train.py").read_text()
+    since = {listed[n]["since"] for _, n in symbols.names_in_code(code) if n in listed}
+    return max((s for s in since if s), key=knowledge.version_tuple)
+
+
+def _transformers_minimum_from_the_template() -> str:
+    """The major version train.py refuses to run below (its own check of the version)."""
+    tree = ast.parse((TEMPLATE_DIR / "train.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Lt):
+            left = ast.unparse(node.left)
+            if "transformers.__version__" in left and isinstance(node.comparators[0], ast.Constant):
+                return str(node.comparators[0].value)
+    raise AssertionError("train.py no longer checks the transformers version")
+
+
+def test_new_says_up_front_what_the_project_needs(tmp_path):
+    from fsdp_skill.scaffold.project import REQUIRES
+
+    torch_min = _torch_minimum_from_the_template()
+    transformers_min = _transformers_minimum_from_the_template()
+    assert REQUIRES == {"torch": f">={torch_min}", "transformers": f">={transformers_min}"}
+    readme = (TEMPLATE_DIR / "README.md").read_text()
+    assert f"`torch>={torch_min}`" in readme and f"`transformers>={transformers_min}`" in readme
+
+    wanted = (f"torch>={torch_min}", f"transformers>={transformers_min}")
+    result = fsdp("new", tmp_path / "p")
+    assert result.code == 0, result.err
+    first = result.out.splitlines()[0]
+    assert all(w in first for w in wanted), first
+    assert fsdp("new", tmp_path / "q", "--json").json()["requires"] == REQUIRES
+    helped = " ".join(fsdp("new", "--help").out.split())
+    assert all(w in helped for w in wanted), helped

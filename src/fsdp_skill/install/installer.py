@@ -8,20 +8,29 @@ which files install wrote (the only ones ``uninstall`` removes).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fsdp_skill import SKILL_NAME, __version__, atomic
-from fsdp_skill.bundle_files import BUNDLE_DIR, bundle_files, is_executable, sha256
+from fsdp_skill import SKILL_NAME, __version__, atomic, locking
+from fsdp_skill.bundle_files import BUNDLE_DIR, MANIFEST, bundle_files, is_executable, sha256
 from fsdp_skill.errors import UsageError
 from fsdp_skill.install import api_pages, mcp_config
 from fsdp_skill.install.clients import CLIENTS, choose_folders, detect, reads
+from fsdp_skill.install.manifest import (
+    CorruptedManifest,
+    adopt_generated,
+    file_hash,
+    merge_created,
+    read_manifest,
+    removable_created,
+)
 
-MANIFEST = ".fsdp-skill-manifest.json"
+__all__ = ["MANIFEST", "adopt_generated", "install", "read_manifest", "sha256", "uninstall"]
 
 
 @dataclass
@@ -75,7 +84,12 @@ def _finish_mcp(changes: list, skipped: list[dict], dry_run: bool, report: Repor
         if change.action != "up to date":
             report.actions.append(mcp_config.describe(change))
             if not dry_run:
-                mcp_config.apply(change)
+                try:
+                    mcp_config.apply(change)
+                except OSError as exc:
+                    raise UsageError(
+                        f"cannot write {change.path}: {_reason(exc)}; the file is unchanged"
+                    ) from None
         report.mcp.append(change.as_dict())
     for entry in skipped:
         report.actions.append(f"mcp skipped: {entry['path']}: {entry['reason']}")
@@ -113,6 +127,9 @@ def _check_writable(skills_dir: Path) -> None:
     if not probe.is_dir():
         raise UsageError(f"destination {probe} is a file, not a folder")
     target = skills_dir / SKILL_NAME
+    if target.is_symlink():
+        target = real_bundle(target)
+        probe = target.parent
     if target.exists() and not target.is_dir():
         raise UsageError(f"destination {target} is a file, not a folder")
     # os.access() says yes to root even on read-only mounts: probe with a real file.
@@ -124,73 +141,65 @@ def _check_writable(skills_dir: Path) -> None:
         raise UsageError(f"destination {probe} is not writable ({exc.strerror})") from None
 
 
-def read_manifest(bundle_dir: Path) -> dict | None:
-    """The manifest of an installed bundle; None if there is none; UsageError if corrupted."""
-    path = bundle_dir / MANIFEST
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        files = data["files"]
-        if not isinstance(files, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in files.items()
-        ):
-            raise ValueError("files is not a map of path to hash")
-        if not isinstance(data.get("created_dirs", []), list):
-            raise ValueError("created_dirs is not a list")
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+def real_bundle(path: Path) -> Path:
+    """The folder a bundle path stands for: itself, or where a symbolic link points.
+
+    A link (``~/.claude/skills/pytorch-fsdp -> ~/dotfiles/pytorch-fsdp``) is followed, so the
+    bundle is updated where it lives and the link stays; a link to nothing is refused.
+    """
+    if not path.is_symlink():
+        return path
+    real = path.resolve()
+    if not real.exists():
         raise UsageError(
-            f"manifest {path} is corrupted ({exc}); remove {bundle_dir} or reinstall with --force"
-        ) from None
-    for rel in files:
-        _safe_relpath(rel, path)
-    return data
-
-
-def _safe_relpath(rel: str, manifest: Path) -> str:
-    parts = Path(rel).parts
-    if Path(rel).is_absolute() or ".." in parts or not parts:
-        raise UsageError(f"manifest {manifest} is corrupted (path {rel!r} leaves the bundle)")
-    return rel
-
-
-def _file_hash(path: Path) -> str | None:
-    try:
-        return sha256(path.read_bytes()) if path.is_file() else None
-    except OSError:
-        return None
-
-
-def _missing_ancestors(path: Path) -> list[Path]:
-    """The folders from ``path`` upward that do not exist yet (deepest first)."""
-    missing = []
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    return missing
-
-
-def _install_one(
-    target: Target, files: dict[str, bytes], force: bool, dry_run: bool, report: Report
-) -> None:
-    bundle_dir = target.path
-    manifest = read_manifest(bundle_dir) if bundle_dir.exists() else None
-    if bundle_dir.exists() and manifest is None and any(bundle_dir.iterdir()) and not force:
-        raise UsageError(
-            f"{bundle_dir} exists and was not installed by fsdp-skill; move it away or pass --force"
+            f"{path} is a symbolic link to {real}, which does not exist; "
+            "create that folder or remove the link"
         )
-    old_hashes: dict[str, str] = manifest["files"] if manifest else {}
-    created = (
-        [str(p) for p in _missing_ancestors(target.skills_dir)]
-        if manifest is None
-        else manifest.get("created_dirs", [])
+    if not real.is_dir():
+        raise UsageError(f"{path} is a symbolic link to {real}, which is not a folder")
+    return real
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc).splitlines()[0][:200]
+
+
+def _backup_folder(bundle_dir: Path) -> Path:
+    """Where a bundle with a corrupted manifest is moved: beside the skills folder, not in
+    it, so that no client loads the old copy as a second skill."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = bundle_dir.parent.parent / f"{bundle_dir.name}.backup-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists() or candidate.is_symlink():
+        candidate = base.with_name(f"{base.name}-{n}")
+        n += 1
+    return candidate
+
+
+def _move_aside(bundle_dir: Path, report: Report) -> None:
+    backup = _backup_folder(bundle_dir)
+    try:
+        os.rename(bundle_dir, backup)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot move {bundle_dir} aside to {backup} ({_reason(exc)}); move it yourself "
+            "and install again"
+        ) from None
+    report.actions.append(
+        f"moved {bundle_dir} (corrupted manifest) aside to {backup}: your files are there"
     )
 
+
+def _plan_files(
+    bundle_dir: Path, manifest: dict | None, files: dict[str, bytes], force: bool
+) -> tuple[list[str], list[str], dict[str, str], bool]:
+    """(edited files kept, obsolete files removed, new hashes, whether anything changes)."""
+    old_hashes: dict[str, str] = manifest["files"] if manifest else {}
     kept: list[str] = []
     new_hashes: dict[str, str] = {}
     changed = manifest is None
     for rel, data in files.items():
-        on_disk = _file_hash(bundle_dir / rel)
+        on_disk = file_hash(bundle_dir / rel)
         edited = on_disk is not None and rel in old_hashes and on_disk != old_hashes[rel]
         unknown = on_disk is not None and rel not in old_hashes and manifest is not None
         if (edited or unknown) and not force and on_disk != sha256(data):
@@ -203,57 +212,96 @@ def _install_one(
     obsolete = [
         rel
         for rel, digest in old_hashes.items()
-        if rel not in files and _file_hash(bundle_dir / rel) == digest
+        if rel not in files and file_hash(bundle_dir / rel) == digest
     ]
-    changed = changed or bool(obsolete)
+    return kept, obsolete, new_hashes, changed or bool(obsolete)
 
-    entries = [{"client": c, "path": str(bundle_dir)} for c in target.clients]
+
+def _install_one(
+    target: Target, files: dict[str, bytes], force: bool, dry_run: bool, report: Report
+) -> None:
+    link = target.path
+    bundle_dir = real_bundle(link)
+    shown = str(link) if link == bundle_dir else f"{link} -> {bundle_dir}"
+    if dry_run:
+        _install_locked(target, bundle_dir, shown, files, force, True, [], report)
+        return
+    made: list[Path] = []
+    try:
+        with locking.bundle_lock(bundle_dir, make_parents=link == bundle_dir) as made:
+            _install_locked(target, bundle_dir, shown, files, force, False, made, report)
+            made = []  # installed: the folders are the bundle's now
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {bundle_dir}: {_reason(exc)}; the previous state is unchanged"
+        ) from None
+    finally:
+        _remove_empty(made)
+
+
+def _install_locked(
+    target: Target,
+    bundle_dir: Path,
+    shown: str,
+    files: dict[str, bytes],
+    force: bool,
+    dry_run: bool,
+    made: list[Path],
+    report: Report,
+) -> None:
+    try:
+        manifest = read_manifest(bundle_dir) if bundle_dir.is_dir() else None
+    except CorruptedManifest:
+        if not force:
+            raise
+        if dry_run:
+            report.actions.append(f"move aside: {bundle_dir} (corrupted manifest)")
+        else:
+            _move_aside(bundle_dir, report)
+        manifest = None
+    if bundle_dir.is_dir() and manifest is None and any(bundle_dir.iterdir()) and not force:
+        raise UsageError(
+            f"{bundle_dir} exists and was not installed by fsdp-skill; move it away or pass --force"
+        )
+    kept, obsolete, new_hashes, changed = _plan_files(bundle_dir, manifest, files, force)
     if not changed:
         for c in target.clients:
-            report.skipped.append({"client": c, "path": str(bundle_dir), "reason": "up to date"})
-        report.actions.append(f"up to date: {bundle_dir}")
+            report.skipped.append({"client": c, "path": str(target.path), "reason": "up to date"})
+        report.actions.append(f"up to date: {shown}")
         return
-    for entry in entries:
-        entry["kept"] = kept
-    report.installed.extend(entries)
+    report.installed.extend(
+        {"client": c, "path": str(target.path), "kept": kept} for c in target.clients
+    )
     verb = "update" if manifest is not None else "install"
-    report.actions.append(f"{verb}: {bundle_dir} (for {', '.join(target.clients)})")
+    report.actions.append(f"{verb}: {shown} (for {', '.join(target.clients)})")
     report.actions.extend(f"  keep edited file: {rel}" for rel in kept)
     if dry_run:
         return
-
-    try:
-        _write_bundle(target, bundle_dir, files, kept, obsolete, new_hashes, created)
-    except OSError as exc:
-        if manifest is None:
-            _remove_empty(created)
-        raise UsageError(
-            f"cannot write {bundle_dir}: {exc.strerror or exc}; the previous state is unchanged"
-        ) from None
+    created = merge_created(manifest, made)
+    _write_bundle(bundle_dir, files, kept, obsolete, new_hashes, created)
 
 
-def _remove_empty(folders: list[str]) -> None:
+def _remove_empty(folders: list[Path]) -> None:
     """Remove the folders install created, deepest first, where they are empty."""
-    for created in folders:
-        folder = Path(created)
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 def _write_bundle(
-    target: Target,
     bundle_dir: Path,
     files: dict[str, bytes],
     kept: list[str],
     obsolete: list[str],
     new_hashes: dict[str, str],
-    created: list[str],
+    created: dict,
 ) -> None:
     """Build the new bundle in a staging folder beside the target, then swap it in."""
-    target.skills_dir.mkdir(parents=True, exist_ok=True)
-    with atomic.staging_dir(target.skills_dir, SKILL_NAME) as staging:
-        if bundle_dir.exists():
-            shutil.copytree(bundle_dir, staging, symlinks=True, dirs_exist_ok=True)
+    with atomic.staging_dir(bundle_dir.parent, bundle_dir.name) as staging:
+        if bundle_dir.is_dir():
+            for entry in sorted(os.listdir(bundle_dir)):
+                atomic.copy_entry(bundle_dir / entry, staging / entry)
         for rel in obsolete:
             (staging / rel).unlink(missing_ok=True)
         for rel, data in files.items():
@@ -268,7 +316,7 @@ def _write_bundle(
             "tool": "fsdp-skill",
             "version": __version__,
             "files": new_hashes,
-            "created_dirs": created,
+            **created,
         }
         (staging / MANIFEST).write_text(json.dumps(manifest_data, indent=2, sort_keys=True))
         staging.chmod(0o755)
@@ -305,8 +353,12 @@ def install(
         targets, notes = plan_targets(skill_names, project, dest)
     for target in targets:
         _check_writable(target.skills_dir)
-        if target.path.exists():
-            read_manifest(target.path)
+        if target.path.is_dir():
+            try:
+                read_manifest(target.path)
+            except CorruptedManifest:
+                if not force:
+                    raise
     files = bundle_files(bundle)
     report = Report()
     report.actions.extend(notes)
@@ -346,27 +398,59 @@ def uninstall(
         for name in skill_names if skill_names is not None else list(CLIENTS):
             for folder in reads(CLIENTS[name], root, home, project is not None):
                 readers.setdefault(folder, []).append(name)
-    found = [
-        (folder, names, read_manifest(folder / SKILL_NAME))
-        for folder, names in readers.items()
-        if (folder / SKILL_NAME).is_dir()
-    ]
+    scope_root = None if dest is not None else (Path(project) if project is not None else home)
+    found = []
+    for folder, names in readers.items():
+        link = folder / SKILL_NAME
+        if link.is_dir() and read_manifest(link) is not None:
+            bundle_dir = real_bundle(link)
+            if not dry_run:
+                _check_removable(bundle_dir)
+            found.append((folder, names, link, bundle_dir))
     report = Report()
     # MCP entries go first: a config file they empty is deleted, so that the folders the
     # bundle's install created (e.g. .cursor) can be removed with the bundle.
     _finish_mcp(mcp_changes, mcp_skipped, dry_run, report)
-    for skills_dir, names, manifest in found:
-        if manifest is None:
+    for skills_dir, names, link, bundle_dir in found:
+        report.removed.extend({"client": n, "path": str(link)} for n in names)
+        report.actions.append(f"remove: {link} (read by {', '.join(names)})")
+        if dry_run:
             continue
-        bundle_dir = skills_dir / SKILL_NAME
-        report.removed.extend({"client": n, "path": str(bundle_dir)} for n in names)
-        report.actions.append(f"remove: {bundle_dir} (read by {', '.join(names)})")
-        if not dry_run:
-            _remove_bundle(bundle_dir, manifest, report)
+        try:
+            with locking.bundle_lock(bundle_dir):
+                manifest = read_manifest(bundle_dir) if bundle_dir.is_dir() else None
+                gone = manifest is not None and _remove_bundle(
+                    bundle_dir, manifest, report, keep_folder=link != bundle_dir
+                )
+        except OSError as exc:
+            raise UsageError(
+                f"cannot remove {bundle_dir}: {_reason(exc)}; uninstall stopped there"
+            ) from None
+        if gone and link == bundle_dir:
+            _remove_empty(removable_created(manifest, skills_dir, scope_root))
     return report
 
 
-def _remove_bundle(bundle_dir: Path, manifest: dict, report: Report) -> None:
+def _check_removable(bundle_dir: Path) -> None:
+    """Refuse, before anything is removed, a bundle on a read-only or locked-down folder."""
+    for folder in (bundle_dir.parent, bundle_dir):
+        try:
+            fd, name = tempfile.mkstemp(prefix=".fsdp-skill-probe-", dir=folder)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot uninstall {bundle_dir}: {folder} is not writable ({_reason(exc)}); "
+                "nothing was removed"
+            ) from None
+
+
+def _remove_bundle(bundle_dir: Path, manifest: dict, report: Report, keep_folder: bool) -> bool:
+    """Delete the files install wrote and unedited since; True if the bundle is gone.
+
+    With ``keep_folder`` (the bundle is a link's target, a folder the user made) the emptied
+    folder stays.
+    """
     leftovers: list[str] = []
     for path in sorted(bundle_dir.rglob("*"), reverse=True):
         rel = path.relative_to(bundle_dir).as_posix()
@@ -374,7 +458,7 @@ def _remove_bundle(bundle_dir: Path, manifest: dict, report: Report) -> None:
             continue
         if rel == MANIFEST:
             continue
-        if manifest["files"].get(rel) == _file_hash(path):
+        if manifest["files"].get(rel) == file_hash(path):
             path.unlink()
         else:
             leftovers.append(rel)
@@ -383,27 +467,10 @@ def _remove_bundle(bundle_dir: Path, manifest: dict, report: Report) -> None:
             path.rmdir()
     if leftovers:
         report.actions.extend(f"  keep file not written by install: {rel}" for rel in leftovers)
-        return
+        return False
     (bundle_dir / MANIFEST).unlink()
+    if keep_folder:
+        report.actions.append(f"  keep {bundle_dir}: the folder your link points to")
+        return False
     bundle_dir.rmdir()
-    _remove_empty(manifest.get("created_dirs", []))
-
-
-def adopt_generated(bundle_dir: Path, names: list[str]) -> None:
-    """Record in an installed bundle's manifest the reference pages ``refresh`` rewrote.
-
-    ``names`` are file names under ``references/``. Pages that exist get their new hash, pages
-    that are gone leave the manifest; a bundle with no manifest (not installed by us) is left
-    alone. Install and uninstall then treat the refreshed pages as their own, not as edits.
-    """
-    manifest = read_manifest(bundle_dir)
-    if manifest is None:
-        return
-    for name in names:
-        rel = f"references/{name}"
-        digest = _file_hash(bundle_dir / rel)
-        if digest is None:
-            manifest["files"].pop(rel, None)
-        else:
-            manifest["files"][rel] = digest
-    atomic.write_text(bundle_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True))
+    return True

@@ -4,7 +4,8 @@ Each client keeps its servers in one object of a JSON file (``mcpServers`` for C
 Desktop and Cursor, ``servers`` for VS Code, whose file may hold comments). Registration
 adds or updates one member, ``pytorch-fsdp``, and leaves every other byte of the file as it
 was; the previous file is kept beside it as ``<name>.fsdp-skill.bak``; a file that is not
-valid JSON is left untouched and reported. Removal deletes only that member.
+valid JSON is left untouched and reported. Removal deletes only that member, and the backup
+when it still holds our entry (or equals the file without it).
 
 Where each client reads its configuration (from its own documentation):
 
@@ -173,7 +174,8 @@ class Change:
 
     def as_dict(self) -> dict:
         entry: dict = {"client": self.client, "path": str(self.path), "action": self.action}
-        if self.old is not None and self.new is not None and self.old != self.new:
+        changed = self.old is not None and self.new is not None and self.old != self.new
+        if changed and self.action != "remove":
             entry["backup"] = str(backup_path(self.path))
         if self.action == "remove" and self.new is None:
             entry["file_removed"] = True
@@ -197,6 +199,11 @@ def _check_writable(path: Path) -> None:
 def plan_register(client: McpClient, path: Path) -> Change:
     """The edit that adds (or refreshes) our server in ``path``; raises ConfigError."""
     entry = server_entry(client)
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(
+            f"{path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+            "create that file or remove the link"
+        )
     _check_writable(path)
     if not path.exists():
         text = json.dumps({client.key: {SERVER_NAME: entry}}, indent=2) + "\n"
@@ -270,24 +277,57 @@ def plan_unregister(client: McpClient, path: Path, project: bool = False) -> Cha
 
 
 def apply(change: Change) -> None:
-    """Write a planned change: back up the old file, then replace it atomically."""
+    """Write a planned change: back up the old file, then replace it atomically.
+
+    A removal keeps no backup: what it takes out is our own entry, and a backup that still
+    holds our entry (from an earlier update) is deleted with it.
+    """
+    # A config kept elsewhere and linked here (dotfiles) is edited where it lives, so the
+    # link survives.
+    target = change.path.resolve() if change.path.is_symlink() else change.path
+    for folder, name in {(change.path.parent, change.path.name), (target.parent, target.name)}:
+        for stale in atomic.leftovers(folder, name) + atomic.leftovers(
+            folder, name + BACKUP_SUFFIX
+        ):
+            stale.unlink(missing_ok=True)
     if change.new is None:
         if change.action == "remove":
             change.path.unlink(missing_ok=True)
+            _drop_backup(change, None)
             for folder in change.own_folders:
                 if folder.is_dir() and not any(folder.iterdir()):
                     folder.rmdir()
         return
     if change.old == change.new:
         return
+    if change.action == "remove":
+        atomic.write_bytes(target, change.new)
+        _drop_backup(change, change.new)
+        return
     if change.old is not None:
         atomic.write_bytes(backup_path(change.path), change.old)
     else:
         change.path.parent.mkdir(parents=True, exist_ok=True)
-    # A config kept elsewhere and linked here (dotfiles) is edited where it lives, so the
-    # link survives.
-    target = change.path.resolve() if change.path.is_symlink() else change.path
     atomic.write_bytes(target, change.new)
+
+
+def _drop_backup(change: Change, now: bytes | None) -> None:
+    """Delete the backup of ``change.path`` if it holds our entry, or the same bytes as the
+    file now: either way it keeps nothing of the user's that the file does not."""
+    backup = backup_path(change.path)
+    if not backup.is_file():
+        return
+    if now is not None and backup.read_bytes() == now:
+        backup.unlink()
+        return
+    client = MCP_CLIENTS[change.client]
+    try:
+        _, _, doc = _read(backup, client.jsonc)
+    except ConfigError:
+        return
+    servers = doc.get(client.key)
+    if isinstance(servers, dict) and is_ours(servers.get(SERVER_NAME)):
+        backup.unlink()
 
 
 def targets(

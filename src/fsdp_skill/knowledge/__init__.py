@@ -237,6 +237,14 @@ def versioned_symbols() -> dict[str, dict]:
     return {entry["name"]: entry for entry in _load_toml(path).get("symbol", [])}
 
 
+@lru_cache(maxsize=1)
+def hf_fsdp_keys() -> dict:
+    """The Hugging Face FSDP configuration keys mined from accelerate and transformers:
+    ``{"versions", "plugin", "accelerate_config", "trainer_fsdp_config"}`` (see the file's
+    header; written by ``scripts/mine_hf_keys.py``)."""
+    return _load_toml(KNOWLEDGE_DIR / "hf_fsdp_keys.toml")
+
+
 def pitfall(pitfall_id: str) -> Pitfall | None:
     return next((p for p in pitfalls() if p.id == pitfall_id), None)
 

@@ -106,15 +106,35 @@ class Resolver:
 _PROSE_NAME = re.compile(r"(?<![\w./])torch(?:\.[A-Za-z_]\w*)+")
 
 
+def _parameters(parameters: list[inspect.Parameter]) -> list[str]:
+    """The parameters as Python spells them, with the ``/`` after the positional-only ones
+    and the ``*`` before the keyword-only ones (a call copied from the page must work)."""
+    texts: list[str] = []
+    starred = False
+    for i, param in enumerate(parameters):
+        if param.kind is inspect.Parameter.KEYWORD_ONLY and not starred:
+            texts.append("*")
+        starred = starred or param.kind in (
+            inspect.Parameter.VAR_POSITIONAL,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+        texts.append(_ADDRESS.sub("", str(param)))
+        following = parameters[i + 1].kind if i + 1 < len(parameters) else None
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY and following is not param.kind:
+            texts.append("/")
+    return texts
+
+
 def _signature(name: str, obj: object) -> str | None:
     """``name(params) -> ret``, one parameter per line when long; None when unavailable."""
     try:
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return None
-    params = [_ADDRESS.sub("", str(p)) for p in sig.parameters.values()]
-    if inspect.isclass(obj) and params[:1] == ["self"]:
-        params = params[1:]
+    parameters = list(sig.parameters.values())
+    if inspect.isclass(obj) and parameters[:1] and parameters[0].name == "self":
+        parameters = parameters[1:]
+    params = _parameters(parameters)
     ret = ""
     if sig.return_annotation is not inspect.Signature.empty and not inspect.isclass(obj):
         ret = " -> " + _ADDRESS.sub("", inspect.formatannotation(sig.return_annotation))

@@ -1,14 +1,19 @@
 """Fetch the official docs pages: in scope only, cached, retried, within budgets.
 
 - Scope: a page is fetched when it is a seed, or when it lies under a seed's folder and its
-  path names a topic (``topics.WEB_TOPIC_WORDS``). Redirects are followed by hand, only to
-  in-scope pages and at most ``MAX_REDIRECTS`` times (a loop is reported, not followed).
+  path names a topic (``topics.WEB_TOPIC_WORDS``). Redirects, HTTP ones and redirect stubs
+  alike (``redirects``), are followed by hand within the host and docs root of the page
+  that redirects, at most ``MAX_REDIRECTS`` times (a loop is reported, not followed); a page
+  is stored under its final URL, and a seed's final folder joins the scope.
 - Cache: each page's body and its ``ETag``/``Last-Modified`` are kept; the next crawl asks
-  with ``If-None-Match``/``If-Modified-Since`` and reuses the body on ``304``.
+  with ``If-None-Match``/``If-Modified-Since`` and reuses the body on ``304``. A body is
+  staged in a ``.part`` file while it downloads; a crawl killed half-way leaves one, and
+  the next crawl removes it.
 - Faults: time-outs, connection errors, ``429`` and ``5xx`` are retried with exponential
   backoff; other errors, wrong content types and pages over the per-page byte budget fail at
-  once. Every failure is reported with its reason; the crawl goes on with the next page,
-  except that a host which cannot be reached twice in a row is skipped (no network).
+  once. A page that takes longer than the page deadline, however steadily its bytes
+  trickle in, is cut off. Every failure is reported with its reason; the crawl goes on with
+  the next page, except that a host which cannot be reached twice in a row is skipped.
 - Budgets: at most ``max_pages`` pages and ``max_bytes`` downloaded bytes per crawl.
 """
 
@@ -16,8 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import json
+import os
+import socket
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +37,7 @@ from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from fsdp_skill import __version__, atomic
-from fsdp_skill.references import html2md
+from fsdp_skill.references import html2md, redirects, seeds
 from fsdp_skill.references.topics import WEB_SEEDS, WEB_TOPIC_WORDS
 
 MAX_REDIRECTS = 5
@@ -60,6 +69,9 @@ class CrawlResult:
     pages: list[Page] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     bytes: int = 0
+    docs_version: str | None = None
+    """The docs version the seeds were read from (``stable``, ``2.11``); None for pages
+    named with ``--url`` and no ``--version``."""
 
 
 class FetchError(Exception):
@@ -77,16 +89,101 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # surface 3xx as HTTPError: redirects are followed by the crawler
 
 
+class _Deadline:
+    """Cuts a request off when its time is up: shuts down the sockets it watches."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._request = 0
+        """Counts requests, so that a late timer of an earlier one cuts nothing off."""
+        self.expired = False
+
+    @contextlib.contextmanager
+    def running(self, seconds: float):
+        with self._lock:
+            self._request += 1
+            self._sockets, self.expired = [], False
+            timer = threading.Timer(seconds, self._expire, (self._request,))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield self
+        finally:
+            timer.cancel()
+            with self._lock:
+                self._sockets = []
+
+    def watch(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                _shut(sock)
+
+    def _expire(self, request: int) -> None:
+        with self._lock:
+            if request != self._request:
+                return
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _watched(connection_class, deadline: _Deadline):
+    """A connection factory whose connections report their socket to ``deadline``."""
+
+    def make(*args, **kwargs):
+        connection = connection_class(*args, **kwargs)
+        connect = connection.connect
+
+        def connect_and_watch() -> None:
+            connect()
+            deadline.watch(connection.sock)
+
+        connection.connect = connect_and_watch
+        return connection
+
+    return make
+
+
+class _Watching:
+    """A handler whose connections are watched by a deadline."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def do_open(self, http_class, req, **kwargs):
+        return super().do_open(_watched(http_class, self.deadline), req, **kwargs)
+
+
+class _WatchedHTTP(_Watching, urllib.request.HTTPHandler):
+    pass
+
+
+class _WatchedHTTPS(_Watching, urllib.request.HTTPSHandler):
+    pass
+
+
 @dataclass
 class Scope:
     """Which URLs a crawl may fetch."""
 
     seeds: tuple[str, ...]
     words: tuple[str, ...] = WEB_TOPIC_WORDS
+    moved_to: set[str] = field(default_factory=set)
+    """Folders the seeds redirected into (``/docs/2.11/`` for a ``/docs/stable/`` stub)."""
 
     @property
     def folders(self) -> tuple[str, ...]:
-        return tuple(sorted({s.rsplit("/", 1)[0] + "/" for s in self.seeds}))
+        return tuple(sorted({redirects.folder(s) for s in self.seeds} | self.moved_to))
 
     def allows(self, url: str) -> bool:
         url = urldefrag(url)[0]
@@ -105,9 +202,22 @@ class Scope:
             return False  # Sphinx's own folders: _modules (source listings), _sources, _static
         return any(word in rest for word in self.words)
 
+    def follows(self, source: str, target: str) -> bool:
+        """Whether a redirect from ``source`` to ``target`` is followed: in scope, or within
+        the same host and docs root (``/docs/stable/x.html`` -> ``/docs/2.11/x.html``)."""
+        if self.allows(target):
+            return True
+        parts = urlsplit(target)
+        if parts.scheme not in ("http", "https") or parts.query or "/../" in parts.path:
+            return False
+        root = urlsplit(redirects.docs_root(source))
+        return parts.netloc == root.netloc and parts.path.startswith(root.path)
+
 
 class Cache:
     """Bodies and validators of fetched pages, one pair of files per URL."""
+
+    STAGED = ".part"
 
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder
@@ -127,14 +237,74 @@ class Cache:
         except (OSError, ValueError):
             return None
 
-    def put(self, url: str, meta: dict, body: bytes) -> None:
+    @contextlib.contextmanager
+    def staging(self, url: str):
+        """A file to write ``url``'s body into while it downloads (None without a cache or
+        when the folder cannot be written); removed unless ``put`` moved it into place."""
+        part = handle = None
+        if self.folder is not None:
+            part = self.folder / f".{self._paths(url)[1].name}.{os.getpid()}{self.STAGED}"
+            with contextlib.suppress(OSError):
+                self.folder.mkdir(parents=True, exist_ok=True)
+                handle = part.open("wb")
+        if part is None or handle is None:
+            yield None
+            return
+        try:
+            with handle:
+                yield handle
+        finally:
+            with contextlib.suppress(OSError):
+                part.unlink()
+
+    def put(self, url: str, meta: dict, staged=None, body: bytes = b"") -> None:
+        """Keep ``url``'s body (the ``staged`` file, or ``body``) and its validators."""
         if self.folder is None:
             return
         with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
             self.folder.mkdir(parents=True, exist_ok=True)
             meta_path, body_path = self._paths(url)
-            atomic.write_bytes(body_path, body)
+            if staged is not None and not staged.closed:
+                staged.flush()
+                os.replace(staged.name, body_path)
+            else:
+                atomic.write_bytes(body_path, body)
             atomic.write_text(meta_path, json.dumps(meta, sort_keys=True))
+
+    @contextlib.contextmanager
+    def owned(self):
+        """Hold the cache while a crawl runs; the first crawl to hold it removes what a
+        killed crawl left behind (staged bodies, half-written files)."""
+        if self.folder is None:
+            yield
+            return
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks here: leave leftovers rather than guess
+            yield
+            return
+        with contextlib.suppress(OSError):
+            self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            handle = open(self.folder / ".lock", "a+b")  # noqa: SIM115 (held for the crawl)
+        except OSError:
+            yield
+            return
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield  # another crawl holds it: its staged files are not leftovers
+                return
+            self._remove_leftovers()
+            yield
+
+    def _remove_leftovers(self) -> None:
+        assert self.folder is not None
+        for path in self.folder.glob(".*"):
+            if path.name.endswith((self.STAGED, ".tmp")) and path.is_file():
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
 
 def default_cache() -> Path:
@@ -151,15 +321,37 @@ class Crawler:
     max_bytes: int = 40 * 1024 * 1024
     max_page_bytes: int = 5 * 1024 * 1024
     timeout: float = 20.0
+    """Seconds one network read may wait."""
+    page_deadline: float = 60.0
+    """Seconds one page may take in all: connecting, headers and body."""
     retries: int = 3
     backoff: float = 1.0
-    opener: urllib.request.OpenerDirector = field(
-        default_factory=lambda: urllib.request.build_opener(_NoRedirects)
-    )
+    opener: urllib.request.OpenerDirector | None = None
     downloaded: int = 0
 
-    def _request(self, url: str, cached: tuple[dict, bytes] | None) -> tuple[int, dict, bytes]:
-        """One GET: (status, headers, body); 3xx and 304 come back as statuses."""
+    def __post_init__(self) -> None:
+        self._deadline = _Deadline()
+        if self.opener is None:
+            self.opener = urllib.request.build_opener(
+                _NoRedirects, _WatchedHTTP(self._deadline), _WatchedHTTPS(self._deadline)
+            )
+
+    def _request(self, url: str, cached: tuple[dict, bytes] | None):
+        """One GET within the page deadline: (status, headers, body); 3xx and 304 come back
+        as statuses."""
+        with self._deadline.running(self.page_deadline) as deadline:
+            try:
+                return self._get(url, cached)
+            except (FetchError, OSError, http.client.HTTPException, ValueError) as exc:
+                if deadline.expired:
+                    reason = f"took longer than the {self.page_deadline:g}s page deadline"
+                    raise FetchError(reason) from None
+                if isinstance(exc, FetchError):
+                    raise
+                retry = not isinstance(exc, ValueError)  # a malformed URL stays malformed
+                raise FetchError(f"connection failed: {exc}", retry=retry) from None
+
+    def _get(self, url: str, cached: tuple[dict, bytes] | None):
         headers = {"User-Agent": USER_AGENT, "Accept": "text/html"}
         if cached:
             if cached[0].get("etag"):
@@ -184,8 +376,8 @@ class Crawler:
             if isinstance(reason, TimeoutError):
                 raise FetchError(f"timed out after {self.timeout:g}s", retry=True) from None
             raise FetchError(f"cannot connect: {reason}", retry=True, unreachable=True) from None
-        except (ConnectionError, OSError) as exc:
-            raise FetchError(f"connection failed: {exc}", retry=True, unreachable=True) from None
+        except ConnectionRefusedError as exc:
+            raise FetchError(f"cannot connect: {exc}", retry=True, unreachable=True) from None
         with response:
             info = {k.lower(): v for k, v in response.headers.items()}
             ctype = info.get("content-type", "text/html")
@@ -194,15 +386,21 @@ class Crawler:
             length = info.get("content-length", "")
             if length.isdigit() and int(length) > self.max_page_bytes:
                 raise FetchError(f"page larger than the {self.max_page_bytes} byte budget")
-            body = self._read(response)
+            with self.cache.staging(url) as staged:
+                body = self._read(response, staged)
+                if length.isdigit() and len(body) < int(length):
+                    reason = f"connection closed after {len(body)} of {length} bytes"
+                    raise FetchError(reason, retry=True)
+                if response.status == 200:
+                    self.cache.put(url, _validators(url, info), staged, body)
             return response.status, info, body
 
-    def _read(self, response) -> bytes:
+    def _read(self, response, staged) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
             try:
-                chunk = response.read(65536)
+                chunk = response.read1(65536)
             except TimeoutError:
                 raise FetchError(f"timed out after {self.timeout:g}s", retry=True) from None
             if not chunk:
@@ -211,10 +409,17 @@ class Crawler:
             if size > self.max_page_bytes:
                 raise FetchError(f"page larger than the {self.max_page_bytes} byte budget")
             chunks.append(chunk)
+            if staged is not None and not staged.closed:
+                try:
+                    staged.write(chunk)
+                except OSError:  # a full cache only costs time: the page is kept in memory
+                    staged.close()
+        if self._deadline.expired:  # the socket was shut: what came is not the whole page
+            raise FetchError(f"took longer than the {self.page_deadline:g}s page deadline")
         self.downloaded += size
         return b"".join(chunks)
 
-    def _with_retries(self, url: str, cached) -> tuple[int, dict, bytes]:
+    def _with_retries(self, url: str, cached):
         attempt = 0
         while True:
             try:
@@ -225,44 +430,44 @@ class Crawler:
                     raise
                 time.sleep(min(self.backoff * 2 ** (attempt - 1), 30.0))
 
+    def _load(self, url: str) -> tuple[str, str, str]:
+        """(HTTP redirect target or '', HTML text, fetch date) of one URL."""
+        cached = self.cache.get(url)
+        status, info, body = self._with_retries(url, cached)
+        if status in (301, 302, 303, 307, 308):
+            return urldefrag(urljoin(url, info.get("location", "")))[0], "", ""
+        if status == 304:
+            if not cached:
+                raise FetchError("HTTP 304 for a page that is not cached")
+            fetched = str(cached[0].get("fetched") or _today())
+            return "", cached[1].decode("utf-8", "replace"), fetched
+        return "", _decode(body, info.get("content-type", "")), _today()
+
     def fetch(self, url: str) -> tuple[str, str, str]:
-        """(final URL, HTML text, fetch date) of an in-scope page, following redirects."""
+        """(final URL, HTML text, fetch date) of an in-scope page, following redirects and
+        redirect stubs."""
         seen = [url]
         current = url
         for _ in range(MAX_REDIRECTS + 1):
-            cached = self.cache.get(current)
-            status, info, body = self._with_retries(current, cached)
-            if status == 304:
-                if not cached:
-                    raise FetchError("HTTP 304 for a page that is not cached")
-                fetched = str(cached[0].get("fetched") or _today())
-                return current, cached[1].decode("utf-8", "replace"), fetched
-            if status in (301, 302, 303, 307, 308):
-                target = urldefrag(urljoin(current, info.get("location", "")))[0]
-                if target in seen:
-                    raise FetchError("redirect loop: " + " -> ".join([*seen, target]))
-                if not self.scope.allows(target):
-                    raise FetchError(f"redirects out of scope to {target}")
-                seen.append(target)
-                current = target
-                continue
-            fetched = _today()
-            meta = {
-                "url": current,
-                "etag": info.get("etag", ""),
-                "last_modified": info.get("last-modified", ""),
-                "fetched": fetched,
-            }
-            self.cache.put(current, meta, body)
-            charset = "utf-8"
-            if "charset=" in info.get("content-type", ""):
-                charset = info["content-type"].split("charset=")[-1].split(";")[0].strip()
-            try:
-                text = body.decode(charset, "replace")
-            except LookupError:
-                text = body.decode("utf-8", "replace")
-            return current, text, fetched
+            location, text, fetched = self._load(current)
+            target = location or redirects.target(text, current)
+            if not target:
+                return current, text, fetched
+            target = urldefrag(target)[0]
+            if target in seen:
+                raise FetchError("redirect loop: " + " -> ".join([*seen, target]))
+            if not self.scope.follows(current, target):
+                raise FetchError(f"redirects out of scope to {target}")
+            seen.append(target)
+            current = target
         raise FetchError(f"more than {MAX_REDIRECTS} redirects")
+
+    def exists(self, url: str) -> bool:
+        """Whether ``url`` is a page of its own (not missing, not redirected elsewhere)."""
+        try:
+            return self.fetch(url)[0] == url
+        except FetchError:
+            return False
 
     def crawl(self, on_page=None) -> CrawlResult:
         """Breadth-first from the seeds; ``on_page(url, done, total)`` reports progress."""
@@ -291,23 +496,47 @@ class Crawler:
                     unreachable[host] = unreachable.get(host, 0) + 1
             else:
                 unreachable.pop(host, None)
+                queued.add(final)  # links to the final page are not fetched again
+                if url in self.scope.seeds and final != url:
+                    self.scope.moved_to.add(redirects.folder(final))
                 if final not in done:
                     done.add(final)
-                    try:
-                        converted = html2md.convert(html, final)
-                    except (RecursionError, ValueError) as exc:
-                        result.failures.append(Failure(url, f"cannot convert the page: {exc}"))
-                    else:
-                        page = Page(final, converted.title, converted.markdown, fetched)
-                        result.pages.append(page)
-                        for link in converted.links:
-                            if link not in queued and self.scope.allows(link):
-                                queued.add(link)
-                                queue.append(link)
+                    self._convert(url, final, html, fetched, result, queue, queued)
             if on_page:
                 on_page(url, len(result.pages) + len(result.failures), len(queued))
         result.bytes = self.downloaded
         return result
+
+    def _convert(self, url, final, html, fetched, result, queue, queued) -> None:
+        try:
+            converted = html2md.convert(html, final)
+        except (RecursionError, ValueError) as exc:
+            result.failures.append(Failure(url, f"cannot convert the page: {exc}"))
+            return
+        result.pages.append(Page(final, converted.title, converted.markdown, fetched))
+        for link in converted.links:
+            if link not in queued and self.scope.allows(link):
+                queued.add(link)
+                queue.append(link)
+
+
+def _validators(url: str, info: dict) -> dict:
+    return {
+        "url": url,
+        "etag": info.get("etag", ""),
+        "last_modified": info.get("last-modified", ""),
+        "fetched": _today(),
+    }
+
+
+def _decode(body: bytes, content_type: str) -> str:
+    charset = "utf-8"
+    if "charset=" in content_type:
+        charset = content_type.split("charset=")[-1].split(";")[0].strip()
+    try:
+        return body.decode(charset, "replace")
+    except LookupError:
+        return body.decode("utf-8", "replace")
 
 
 def _today() -> str:
@@ -330,29 +559,59 @@ def _progress_bar(enabled: bool):
 
 
 def crawl_pages(
-    url: str | None = None,
-    seeds: tuple[str, ...] | None = None,
+    urls: tuple[str, ...] | list[str] = (),
+    base: str | None = None,
+    version: str | None = None,
     progress: bool = False,
     cache: Path | None | bool = True,
     **limits,
 ) -> CrawlResult:
-    """Crawl from ``url`` (its folder is the scope) or from the configured official pages.
+    """Crawl from ``urls`` (their folders are the scope) or from the official pages.
 
-    ``limits`` set ``max_pages``, ``max_bytes``, ``max_page_bytes``, ``timeout``, ``retries``
-    and ``backoff``; ``cache=False`` disables the validator cache.
+    The official pages are moved onto the mirror at ``base`` when given, and read from the
+    docs of ``version``: by default the installed torch's, when the site has them, else
+    ``stable``. ``limits`` set ``max_pages``, ``max_bytes``, ``max_page_bytes``,
+    ``timeout``, ``page_deadline``, ``retries`` and ``backoff``; ``cache=False`` disables
+    the validator cache.
     """
-    if url is not None and not url.startswith(("http://", "https://")):
-        from fsdp_skill.errors import UsageError
+    urls = tuple(seeds.check_url(u, "--url") for u in urls)
+    if base is not None:
+        seeds.check_url(base, "--base")
+        if urls:
+            from fsdp_skill.errors import UsageError
 
-        raise UsageError(f"--url must be an http(s) URL, not {url!r}")
-    scope = Scope(seeds or ((url,) if url else WEB_SEEDS))
+            raise UsageError("--base moves the official pages onto a mirror; give it or --url")
+    if version is not None:
+        seeds.check_version(version)
     folder = default_cache() if cache is True else (cache or None)
-    crawler = Crawler(scope, Cache(folder), **limits)
-    with _progress_bar(progress) as bar:
-        task = bar.add_task("", total=len(scope.seeds)) if bar else None
+    crawler = Crawler(Scope(()), Cache(folder), **limits)
+    with crawler.cache.owned(), _progress_bar(progress) as bar:
+        docs_version = version  # None for named pages read as they are
+        if urls:
+            start = tuple(seeds.with_version(u, version) for u in urls) if version else urls
+        else:
+            official = tuple(seeds.rebase(u, base) for u in WEB_SEEDS) if base else WEB_SEEDS
+            docs_version = version or _available_version(crawler, official)
+            start = tuple(seeds.with_version(u, docs_version) for u in official)
+        crawler.scope = Scope(start)
+        task = bar.add_task("", total=len(start)) if bar else None
 
         def on_page(page_url: str, done: int, total: int) -> None:
             if bar is not None:
                 bar.update(task, completed=done, total=total, description=page_url[-60:])
 
-        return crawler.crawl(on_page)
+        result = crawler.crawl(on_page)
+    result.docs_version = docs_version
+    return result
+
+
+def _available_version(crawler: Crawler, official: tuple[str, ...]) -> str:
+    """The installed torch's docs version when the site has it, else ``stable``."""
+    installed = seeds.installed_docs_version()
+    docs = seeds.versioned(official)
+    if installed and docs:
+        probe = seeds.with_version(docs[0], installed)
+        crawler.scope = Scope((probe,))
+        if crawler.exists(probe):
+            return installed
+    return seeds.STABLE

@@ -16,6 +16,7 @@ from pathlib import Path
 from fsdp_skill import atomic
 from fsdp_skill.errors import UsageError
 from fsdp_skill.search import index, sections
+from fsdp_skill.textfile import Unreadable, read_text
 
 _STAMP = re.compile(r"^\*(\w+) · torch [^ ]+ · \[official docs\]\([^)]*\)\*$", re.MULTILINE)
 _FETCHED = re.compile(r"^(Source: <[^>]+>) · fetched [\d-]+$", re.MULTILINE)
@@ -51,34 +52,54 @@ def replace_pages(
     bundle: Path, pages: dict[str, str], owned: Callable[[str, str], bool]
 ) -> tuple[list[sections.Section], list[sections.Section]]:
     """Swap in ``references/`` with ``pages`` written and the pages ``owned`` no longer wants
-    removed; every other page is kept byte for byte. Returns (old sections, new sections).
+    removed; everything else there (pages, other files, folders, links, FIFOs) is kept as it
+    is. Returns (old sections, new sections).
     """
-    references = bundle / "references"
+    link = bundle / "references"
+    references = link.resolve() if link.is_symlink() else link  # a linked folder stays linked
     old = sections.bundle_sections(bundle)
-    with atomic.staging_dir(bundle, "references") as stage:
+    with atomic.staging_dir(references.parent, "references") as stage:
         new_refs = stage / "references"
         new_refs.mkdir()
         if references.is_dir():
             for path in sorted(references.iterdir()):
-                if path.is_symlink() or not path.is_file():
-                    continue
-                keep = path.name not in pages and not (
-                    path.suffix == ".md" and owned(path.name, path.read_text(encoding="utf-8"))
-                )
-                if keep:
-                    shutil.copy2(path, new_refs / path.name)
+                if path.name not in pages and not _generated(path, owned):
+                    _keep(path, new_refs / path.name)
+            shutil.copystat(references, new_refs)
         for name, text in sorted(pages.items()):
             target = new_refs / _safe_name(name)
             if target.resolve().parent != new_refs.resolve():
                 raise ValueError(f"refusing to write {name!r} outside the references folder")
             atomic.write_text(target, text)
-        index.build(stage)  # the index of the new pages is ready before anyone can see them
+        try:
+            index.build(stage)  # the index of the new pages is ready before anyone can see them
+        except OSError:
+            pass  # the cache cannot hold it (full, read-only): search builds it when asked
         new = sections.bundle_sections(stage)
         if references.exists():
             atomic.replace_dir(new_refs, references)
         else:
             new_refs.rename(references)
     return old, new
+
+
+def _generated(path: Path, owned: Callable[[str, str], bool]) -> bool:
+    """True for a page this source wrote (and may rewrite or remove)."""
+    if path.suffix != ".md" or path.is_symlink():
+        return False
+    try:
+        text = read_text(path)
+    except Unreadable:
+        return False  # not a page we write: kept as it is
+    return owned(path.name, text)
+
+
+def _keep(path: Path, dest: Path) -> None:
+    if not atomic.copy_entry(path, dest):
+        raise UsageError(
+            f"{path} is a socket or a device, which refresh cannot carry over; move it out "
+            "of references/ and refresh again"
+        )
 
 
 def check_bundle(bundle: Path) -> Path:

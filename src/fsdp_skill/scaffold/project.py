@@ -33,6 +33,11 @@ OPTION_NAMES = (
     "fsdp_version",
     "force",
 )
+REQUIRES = {"torch": ">=2.6", "transformers": ">=5"}
+"""What the written project needs to run: ``fully_shard`` and its policies are public in
+``torch.distributed.fsdp`` since 2.6 (symbols.toml); train.py refuses transformers < 5, whose
+weight initialisation leaves meta-device rotary buffers empty. The tests derive both from
+train.py."""
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _EXECUTABLE = (".sh", ".sbatch")
 _SKIPPED = {"__pycache__", ".DS_Store"}
@@ -51,7 +56,8 @@ class Options:
 
 
 def new_project(dest: str | os.PathLike, **options: Any) -> dict:
-    """Write the training project into ``dest``; returns ``{"path", "files", "options"}``.
+    """Write the training project into ``dest``; returns ``{"path", "files", "options",
+    "requires", "installed"}`` (what the project needs to run, and what this Python has).
 
     Options: ``model_config`` (path of a Hugging Face config JSON), ``model`` (local
     checkpoint folder or hub name), ``cpu_offload``, ``activation_checkpointing``,
@@ -77,7 +83,23 @@ def new_project(dest: str | os.PathLike, **options: Any) -> dict:
             "precision": chosen.precision,
             "fsdp_version": chosen.fsdp_version,
         },
+        "requires": dict(REQUIRES),
+        "installed": installed_versions(),
     }
+
+
+def installed_versions() -> dict[str, str | None]:
+    """The versions of the packages in ``REQUIRES`` that this Python has (None: missing),
+    from their metadata: importing torch would take seconds."""
+    from importlib import metadata
+
+    found: dict[str, str | None] = {}
+    for name in REQUIRES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
 
 
 def parse_options(

@@ -67,10 +67,15 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
         raise UsageError("empty query: say what you are looking for")
     if k < 1 or k > MAX_K:
         raise UsageError(f"-k must be between 1 and {MAX_K}")
+    from fsdp_skill.search import index
+
+    return index.run(_checked(bundle), lambda db: _ranked(db, query, k))
+
+
+def _ranked(db, query: str, k: int) -> dict:
     from fsdp_skill.search import index, rank
     from fsdp_skill.search.tokens import query_terms
 
-    db = index.connect(_checked(bundle))
     terms = query_terms(query, rare=rank.rare_in(db))
     if not terms:
         return {"query": query, "results": []}
@@ -101,10 +106,15 @@ def show(section_id: str, bundle: Path | None = None) -> dict:
             f"no section {section_id[:60]!r}… ({len(section_id):,} characters; "
             f"section ids have at most {MAX_ID})"
         )
-    db = index.connect(_checked(bundle))
-    found = index.section(db, section_id)
+
+    def lookup(db) -> tuple[dict | None, list[str]]:
+        found = index.section(db, section_id)
+        if found is not None:
+            return found, []
+        return None, index.similar_ids(db, section_id.split("#")[-1].split(":")[-1])
+
+    found, close = index.run(_checked(bundle), lookup)
     if found is None:
-        close = index.similar_ids(db, section_id.split("#")[-1].split(":")[-1])
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"no section {section_id!r}{hint}")
     return found

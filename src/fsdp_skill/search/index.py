@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 from fsdp_skill.search import pages
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
     from fsdp_skill.search.sections import Section
+
+    T = TypeVar("T")
 
 try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on every search
     from _blake2 import blake2b
@@ -68,13 +73,18 @@ def _stat(entry: os.DirEntry) -> tuple[int, int]:
     return info.st_size, info.st_mtime_ns
 
 
-def _hash(pages: list[Path]) -> str:
+def _hash(files: list[Path]) -> str:
     digest = blake2b(digest_size=12)
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
-    for page in pages:
-        digest.update(page.name.encode() + b"\0" + page.read_bytes() + b"\0")
+    for page in files:
+        try:
+            data = page.read_bytes()
+        except OSError as exc:
+            data = f"unreadable: {exc.strerror}".encode()
+        pages.check_text(page, data)
+        digest.update(page.name.encode() + b"\0" + data + b"\0")
     return digest.hexdigest()
 
 
@@ -163,10 +173,17 @@ def _prune(keep: Path) -> None:
 
 
 def build(bundle: Path) -> Path:
-    """Make sure the index of ``bundle`` exists; return its path."""
+    """Make sure the index of ``bundle`` exists; return its path.
+
+    Raises OSError when the cache cannot hold it (a full disk, a folder in its place, a
+    read-only cache folder).
+    """
     path = index_path(bundle)
-    if not path.exists():
-        write_index(path, _sections(bundle))
+    if not path.is_file():
+        try:
+            write_index(path, _sections(bundle))
+        except sqlite3.Error as exc:  # "database or disk is full" is not an OSError
+            raise OSError(f"cannot write the search index {path}: {exc}") from None
         _prune(path)
     return path
 
@@ -178,23 +195,58 @@ _OPEN: dict[tuple[Path, int], sqlite3.Connection] = {}
 def connect(bundle: Path) -> sqlite3.Connection:
     """A read-only connection to the index of ``bundle``, building the index when missing.
 
-    The connection stays open for later calls from the same thread; do not close it. When
-    the cache folder cannot be written, the index is built in memory instead.
+    The connection stays open for later calls from the same thread; do not close it. An
+    index file that fails SQLite's ``quick_check`` is rebuilt; when the cache cannot be
+    written or read back, the index is built in memory instead.
     """
     try:
         path = build(bundle)
-    except OSError:
-        db = sqlite3.connect(":memory:")
-        _fill_memory(db, bundle)
+        slot = (path, threading.get_ident())
+        db = _OPEN.get(slot)
+        if db is None:
+            for stale in [s for s in _OPEN if s[1] == slot[1]]:
+                _OPEN.pop(stale).close()
+            db = _open_checked(path, bundle)
+            _OPEN[slot] = db
         return db
-    slot = (path, threading.get_ident())
-    db = _OPEN.get(slot)
-    if db is None:
-        for stale in [s for s in _OPEN if s[1] == slot[1]]:
-            _OPEN.pop(stale).close()
-        db = _open_checked(path, bundle)
-        _OPEN[slot] = db
-    return db
+    except (OSError, sqlite3.Error):
+        return _memory(bundle)
+
+
+def run(bundle: Path, query: Callable[[sqlite3.Connection], T]) -> T:
+    """``query(db)`` on the index of ``bundle``.
+
+    A database error that only a query reaches (a damaged page ``quick_check`` did not
+    visit) rebuilds the index and runs the query again, from memory if need be.
+    """
+    db = connect(bundle)
+    try:
+        return query(db)
+    except sqlite3.DatabaseError:
+        _forget(db)
+        with contextlib.suppress(OSError):
+            _discard(index_path(bundle))
+    db = connect(bundle)
+    try:
+        return query(db)
+    except sqlite3.DatabaseError:
+        _forget(db)
+    return query(_memory(bundle))
+
+
+def _forget(db: sqlite3.Connection) -> None:
+    for slot in [s for s, open_db in _OPEN.items() if open_db is db]:
+        del _OPEN[slot]
+    db.close()
+
+
+def _discard(path: Path) -> None:
+    """Delete a damaged index file; refuse (OSError) to touch anything else in its place."""
+    if path.is_symlink() or not path.is_file():
+        if path.exists() or path.is_symlink():
+            raise OSError(f"{path} is not an index file; left alone")
+        return
+    path.unlink()
 
 
 def _open_checked(path: Path, bundle: Path) -> sqlite3.Connection:
@@ -202,19 +254,37 @@ def _open_checked(path: Path, bundle: Path) -> sqlite3.Connection:
     try:
         return _open(path)
     except sqlite3.DatabaseError:
-        path.unlink(missing_ok=True)
-        write_index(path, _sections(bundle))
+        _discard(path)
+        build(bundle)
         return _open(path)
 
 
 def _open(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        # A few milliseconds: the b-trees of a file damaged in the middle fail here, where
+        # the probes below (which read the first pages only) would pass.
+        if db.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+            raise sqlite3.DatabaseError(f"{path} fails SQLite's quick_check")
         db.execute("SELECT count(*) FROM section").fetchone()
         db.execute("SELECT count(*) FROM fts WHERE fts MATCH 'x'").fetchone()
     except sqlite3.DatabaseError:
         db.close()
         raise
+    return db
+
+
+def _memory(bundle: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    try:
+        _fill_memory(db, bundle)
+    except (OSError, sqlite3.Error) as exc:
+        from fsdp_skill.errors import UsageError
+
+        raise UsageError(
+            f"cannot build the search index, neither in {cache_dir()} nor in a temporary "
+            f"folder ({exc})"
+        ) from None
     return db
 
 

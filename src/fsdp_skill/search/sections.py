@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsdp_skill import markdown
-from fsdp_skill.search.pages import reference_pages
+from fsdp_skill.search.pages import read_page, reference_pages
 
 PITFALLS_PAGE = "pitfalls.md"
 ENV_PAGE = "env-vars.md"
@@ -186,8 +186,10 @@ def api_sections(rel: str, text: str) -> Iterator[Section]:
 
 
 def page_sections(path: Path, bundle: Path) -> list[Section]:
-    """Every section of one reference page."""
-    text = path.read_text(encoding="utf-8")
+    """Every section of one reference page (none when it is not readable UTF-8)."""
+    text = read_page(path)
+    if text is None:
+        return []
     rel = path.relative_to(bundle).as_posix()
     if path.name == PITFALLS_PAGE:
         return list(pitfall_sections(rel, text))

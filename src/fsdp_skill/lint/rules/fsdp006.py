@@ -18,8 +18,9 @@ SUMMARY = "fp16 mixed precision without a gradient scaler"
 
 def fix(version: tuple[int, int]) -> str:
     return (
-        "prefer bf16; with fp16 scale the loss: ShardedGradScaler (from "
-        f"torch.distributed.fsdp.sharded_grad_scaler) or {versions.grad_scaler(version)}"
+        f"prefer bf16; with fp16 scale the loss: {versions.grad_scaler(version)} with FSDP2 "
+        "(fully_shard), ShardedGradScaler (from torch.distributed.fsdp.sharded_grad_scaler) "
+        "with FSDP1"
     )
 
 

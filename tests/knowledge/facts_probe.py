@@ -1,0 +1,209 @@
+"""Observe, on four Gloo ranks on CPU, the torch 2.13 behaviours the guides state.
+
+Run under ``torchrun --nproc_per_node 4``: each case returns what torch did (a value, or
+the exception it raised), and rank 0 prints one line ``FACTS {json}``. The guides' text is
+compared with these observations in ``test_fact_check.py``; a torch release that changes a
+behaviour fails there and names the guide to review.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.nn as nn
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+INIT_TIMEOUT = timedelta(seconds=77)
+
+
+def _error(call: Callable[[], object]) -> str | None:
+    """``None`` if ``call`` returns, else ``"ExceptionType: message"``."""
+    try:
+        call()
+    except Exception as exc:  # the point is to record what torch raises
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _timeout(group: dist.ProcessGroup) -> str:
+    return str(group._get_backend(torch.device("cpu")).options._timeout)
+
+
+def gloo_all_to_all() -> dict:
+    """backends: Gloo runs all_to_all_single, all_to_all and send/recv on CPU tensors."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    send = torch.arange(world, dtype=torch.float32) + rank * world
+    received = torch.empty_like(send)
+    dist.all_to_all_single(received, send)
+    outputs = [torch.empty(1) for _ in range(world)]
+    dist.all_to_all(outputs, list(send.split(1)))
+    expected = [float(r * world + rank) for r in range(world)]
+    token = torch.tensor([float(rank)])
+    if rank % 2 == 0:
+        dist.send(token, dst=rank + 1)
+    else:
+        dist.recv(token, src=rank - 1)
+    return {
+        "single": received.tolist() == expected,
+        "list": [t.item() for t in outputs] == expected,
+        "send_recv": token.item() == float(rank - rank % 2),
+    }
+
+
+def mesh_slicing() -> dict:
+    """device-mesh: a sub-mesh's names must follow the mesh's own order."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    return {
+        "reordered": _error(lambda: mesh["tp", "dp"]),
+        "in_order": _error(lambda: mesh["dp", "tp"]),
+    }
+
+
+def group_timeouts() -> dict:
+    """process-groups: sub-groups take the backend default, not init_process_group's timeout."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    return {
+        "init": str(INIT_TIMEOUT),
+        "default_group": _timeout(dist.distributed_c10d._get_default_group()),
+        "new_group": _timeout(dist.new_group()),
+        "new_group_with_timeout": _timeout(dist.new_group(timeout=INIT_TIMEOUT)),
+        "mesh_dim": _timeout(mesh.get_group("dp")),
+    }
+
+
+def clip_mixed_dtensor_and_tensor() -> str | None:
+    """grad-clipping-accumulation: ignored_params leave plain tensors among DTensor grads."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    fully_shard(model[0])
+    fully_shard(model, ignored_params={model[1].weight})
+    model(torch.randn(2, 4)).sum().backward()
+    return _error(lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+
+
+def clip_across_tp_and_dp_meshes() -> dict:
+    """tensor-parallel: with TP + FSDP, gradients live on two meshes; one clip call fails."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(8)
+            self.up = nn.Linear(8, 16)
+            self.down = nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.down(torch.relu(self.up(self.norm(x))))
+
+    model = MLP()
+    parallelize_module(model, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    model(torch.randn(2, 8)).sum().backward()
+    return {
+        "meshes": sorted({p.device_mesh.mesh_dim_names for p in model.parameters()}),
+        "clip": _error(lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)),
+    }
+
+
+def clip_cpu_grads_without_cpu_backend() -> str | None:
+    """cpu-offload: CPU gradients (as CPUOffloadPolicy leaves them) on a group with no CPU
+    backend, as an NCCL-only group is. A ``cuda:gloo`` group stands in for NCCL on CPU builds."""
+    gpu_only = dist.new_group(backend="cuda:gloo")
+    mesh = DeviceMesh.from_group(gpu_only, "cpu")
+    weight = nn.Parameter(DTensor.from_local(torch.randn(4, 4), mesh, [Shard(0)], run_check=False))
+    weight.grad = DTensor.from_local(torch.randn(4, 4), mesh, [Shard(0)], run_check=False)
+    return _error(lambda: torch.nn.utils.clip_grad_norm_([weight], 1.0))
+
+
+def async_save_without_cpu_backend() -> str | None:
+    """checkpointing: dcp.async_save refuses a group with no CPU backend."""
+    gpu_only = dist.new_group(backend="cuda:gloo")
+    folder = tempfile.mkdtemp(prefix="async-save-")
+    return _error(
+        lambda: dcp.async_save({"w": torch.ones(2)}, checkpoint_id=folder, process_group=gpu_only)
+    )
+
+
+def hsdp_all_reduces_per_backward() -> dict:
+    """hsdp: one all-reduce across replicas per FSDP parameter group, in every backward."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)])
+    for block in model:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)  # owns no parameter of its own: no group, no reduction
+    calls = []
+    original = dist.all_reduce
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    dist.all_reduce = counting
+    try:
+        model(torch.randn(2, 4)).sum().backward()
+    finally:
+        dist.all_reduce = original
+    return {"groups_with_parameters": 3, "all_reduces": len(calls)}
+
+
+def grad_scaler_with_fsdp2() -> dict:
+    """mixed-precision: plain torch.amp.GradScaler agrees on inf across FSDP2 ranks."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    policy = MixedPrecisionPolicy(param_dtype=torch.float16, reduce_dtype=torch.float32)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 1))
+    fully_shard(model[0], mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    optim = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    before = [p.detach().to_local().clone() for p in model.parameters()]
+    scaler.scale(model(torch.randn(4, 8)).float().pow(2).mean()).backward()
+    if rank == 0:  # an overflow in rank 0's shard only
+        model[0].weight.grad.to_local()[0, 0] = float("inf")
+    scaler.step(optim)
+    scaler.update()
+    after = [p.detach().to_local() for p in model.parameters()]
+    skipped = all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    every_rank = [None] * world
+    dist.all_gather_object(every_rank, skipped)
+    return {"skipped_on_every_rank": all(every_rank), "scale_after": scaler.get_scale()}
+
+
+def sync_batchnorm_on_cpu() -> str | None:
+    """buffers-batchnorm: SyncBatchNorm refuses CPU inputs once it has ranks to sync with."""
+    layer = nn.SyncBatchNorm(4).train()
+    return _error(lambda: layer(torch.randn(8, 4)))
+
+
+CASES: dict[str, Callable[[], object]] = {
+    "gloo_all_to_all": gloo_all_to_all,
+    "mesh_slicing": mesh_slicing,
+    "group_timeouts": group_timeouts,
+    "clip_mixed_dtensor_and_tensor": clip_mixed_dtensor_and_tensor,
+    "clip_across_tp_and_dp_meshes": clip_across_tp_and_dp_meshes,
+    "clip_cpu_grads_without_cpu_backend": clip_cpu_grads_without_cpu_backend,
+    "async_save_without_cpu_backend": async_save_without_cpu_backend,
+    "hsdp_all_reduces_per_backward": hsdp_all_reduces_per_backward,
+    "grad_scaler_with_fsdp2": grad_scaler_with_fsdp2,
+    "sync_batchnorm_on_cpu": sync_batchnorm_on_cpu,
+}
+
+
+def main() -> None:
+    dist.init_process_group("gloo", timeout=INIT_TIMEOUT)
+    observed = {name: case() for name, case in CASES.items()}
+    if dist.get_rank() == 0:
+        print("FACTS " + json.dumps(observed), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

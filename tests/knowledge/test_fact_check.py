@@ -1,0 +1,384 @@
+"""The fact check of the knowledge: what torch 2.13 does, and what the pages say about it.
+
+Behaviour comes from ``facts_probe.py`` (four Gloo ranks on CPU) or from the installed torch
+(headers, sources, ``finfo``); each test also pins the sentence of the guide, pitfall or
+SKILL.md that states it, so that a torch upgrade that changes the behaviour names the text to
+review, and an edit that reintroduces the old claim fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill import knowledge
+from fsdp_skill.bundle_files import BUNDLE_DIR
+from tests.distributed import run_ranks
+
+torch = pytest.importorskip("torch")
+
+HERE = Path(__file__).parent
+TORCH_DIR = Path(torch.__file__).parent
+C10D_HEADERS = TORCH_DIR / "include" / "torch" / "csrc" / "distributed" / "c10d"
+GUIDES = {g.id: g for g in knowledge.guides()}
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _guide(guide_id: str) -> str:
+    return _flat(GUIDES[guide_id].body)
+
+
+def _skill() -> str:
+    return _flat((BUNDLE_DIR / "SKILL.md").read_text(encoding="utf-8"))
+
+
+def _pitfall(pitfall_id: str) -> str:
+    p = knowledge.pitfall(pitfall_id)
+    assert p is not None, pitfall_id
+    return _flat("\n".join((p.symptom, p.cause, p.fix, p.good)))
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory) -> dict:
+    """What ``facts_probe.py`` saw torch do on four Gloo ranks."""
+    cwd = tmp_path_factory.mktemp("facts")
+    result = run_ranks(HERE / "facts_probe.py", 4, timeout=240, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(x for x in result.stdout.splitlines() if x.startswith("FACTS "))
+    return json.loads(line.removeprefix("FACTS "))
+
+
+# --- behaviour on four ranks, and the text that states it ----------------------------------
+
+
+@pytest.mark.slow
+def test_gloo_runs_all_to_all_on_cpu(observed):
+    """backends: Gloo runs all_to_all / all_to_all_single (and send/recv) on CPU."""
+    assert observed["gloo_all_to_all"] == {"single": True, "list": True, "send_recv": True}
+    text = _guide("backends")
+    assert "`all_to_all` and `all_to_all_single` included" in text
+    assert "everything except `all_to_all`" not in text
+
+
+@pytest.mark.slow
+def test_mesh_slice_names_follow_the_mesh_order(observed):
+    """device-mesh: mesh["tp", "dp"] on a ("dp", "tp") mesh raises KeyError."""
+    assert observed["mesh_slicing"]["in_order"] is None
+    assert observed["mesh_slicing"]["reordered"].startswith("KeyError")
+    assert "ascending order" in observed["mesh_slicing"]["reordered"]
+    text = _guide("device-mesh")
+    assert 'on a `("dp", "tp")` mesh, `mesh["tp", "dp"]` raises `KeyError`' in text
+    assert "in the order you name them" not in text
+
+
+@pytest.mark.slow
+def test_sub_groups_do_not_inherit_the_init_timeout(observed):
+    """process-groups: new_group and mesh sub-groups take the backend default."""
+    timeouts = observed["group_timeouts"]
+    assert timeouts["default_group"] == timeouts["init"] == "0:01:17"
+    assert timeouts["new_group"] == timeouts["mesh_dim"] == "0:30:00"  # Gloo's default
+    assert timeouts["new_group_with_timeout"] == timeouts["init"]
+    text = _guide("process-groups")
+    assert "`init_device_mesh` do **not** inherit it" in text
+    assert "Sub-groups (`new_group`) take the same default" not in text
+    assert "device-mesh sub-groups take the backend default" in _skill()
+
+
+@pytest.mark.slow
+def test_clip_grad_norm_fails_on_mixed_tensor_kinds_and_on_several_meshes(observed):
+    """grad-clipping-accumulation and tensor-parallel: where one clip_grad_norm_ call fails."""
+    assert "mixed torch.Tensor and DTensor" in observed["clip_mixed_dtensor_and_tensor"]
+    tp = observed["clip_across_tp_and_dp_meshes"]
+    assert tp["meshes"] == [["dp"], ["dp", "tp"]]
+    assert "must have the same mesh" in tp["clip"]
+    text = _guide("grad-clipping-accumulation")
+    assert '"aten._foreach_norm.Scalar got mixed torch.Tensor and DTensor"' in text
+    assert '"All operands in aten.stack.default must have the same mesh"' in text
+    assert "## Clipping across meshes" in GUIDES["tensor-parallel"].body
+
+
+@pytest.mark.slow
+def test_cpu_gradients_need_a_cpu_backend_to_clip(observed):
+    """cpu-offload and SKILL.md: clip_grad_norm_ on CPU grads of a GPU-only group fails."""
+    message = observed["clip_cpu_grads_without_cpu_backend"]
+    assert message == "RuntimeError: No backend type associated with device type cpu"
+    pitfall = knowledge.pitfall("cpu-tensor-on-nccl-group")
+    assert any(sig.search(message) for sig in pitfall.compiled_signatures())
+    for text in (_guide("cpu-offload"), _skill()):
+        assert '"cpu:gloo,cuda:nccl"' in text
+        assert "No backend type associated with device type cpu" in text
+
+
+@pytest.mark.slow
+def test_async_save_needs_a_cpu_backend(observed):
+    """checkpointing: async_save on a group without a CPU backend raises."""
+    message = observed["async_save_without_cpu_backend"]
+    assert message.startswith("AssertionError: A CPU backend must be enabled for async save")
+    text = _guide("checkpointing")
+    assert "`AssertionError: A CPU backend must be enabled for async save`" in text
+    assert "**It costs host RAM.**" in text
+
+
+@pytest.mark.slow
+def test_hsdp_all_reduces_once_per_group(observed):
+    """hsdp: one all-reduce per FSDP parameter group per backward, not one per step."""
+    counts = observed["hsdp_all_reduces_per_backward"]
+    assert counts["all_reduces"] == counts["groups_with_parameters"] == 3
+    text = _guide("hsdp")
+    assert "one all-reduce per FSDP parameter group in every backward" in text
+    assert "only one all-reduce of the already-sharded gradients runs per step" not in text
+
+
+@pytest.mark.slow
+def test_plain_grad_scaler_agrees_on_inf_under_fsdp2(observed):
+    """mixed-precision, SKILL.md, FSDP006: GradScaler for FSDP2, ShardedGradScaler for FSDP1."""
+    scaler = observed["grad_scaler_with_fsdp2"]
+    assert scaler == {"skipped_on_every_rank": True, "scale_after": 512.0}
+    from torch.distributed.tensor import _dispatch
+
+    assert "found_inf_reduce_handler" in Path(_dispatch.__file__).read_text(encoding="utf-8")
+    _assert_grad_scaler_advice_is_consistent()
+
+
+@pytest.mark.slow
+def test_sync_batchnorm_refuses_cpu_inputs(observed):
+    """buffers-batchnorm: SyncBatchNorm on CPU with several ranks raises ValueError."""
+    message = observed["sync_batchnorm_on_cpu"]
+    assert message.startswith("ValueError: SyncBatchNorm expected input tensor to be on GPU")
+    assert message.removeprefix("ValueError: ") in _guide("buffers-batchnorm")
+
+
+def _runnable_block(guide_id: str) -> str:
+    from fsdp_skill import markdown
+
+    blocks = [b for b in markdown.code_blocks(GUIDES[guide_id].body) if b.tags[:1] == ("ws=2",)]
+    assert blocks, guide_id
+    return blocks[0].code
+
+
+def test_torchrun_accepts_both_option_spellings():
+    """multi-node-launch: --nproc-per-node and --nproc_per_node, and the rendezvous options."""
+    import subprocess
+    import sys
+
+    help_text = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    for option in (
+        "--nproc-per-node",
+        "--nproc_per_node",
+        "--rdzv-endpoint",
+        "--rdzv-backend",
+        "--rdzv-id",
+        "--max-restarts",
+        "--node-rank",
+        "--master-addr",
+    ):
+        assert option in help_text, option
+
+
+def test_allocator_config_names():
+    """oom-debugging: PYTORCH_ALLOC_CONF is the generic name, the CUDA one read first."""
+    core = TORCH_DIR / "include" / "c10" / "core" / "AllocatorConfig.h"
+    cuda = TORCH_DIR / "include" / "c10" / "cuda" / "CUDAAllocatorConfig.h"
+    if not (core.exists() and cuda.exists()):
+        pytest.skip("this torch build ships no c10 headers")
+    assert "The primary environment variable for configuration is `PYTORCH_ALLOC_CONF`" in (
+        core.read_text(encoding="utf-8")
+    )
+    source = cuda.read_text(encoding="utf-8")
+    assert source.index('"PYTORCH_CUDA_ALLOC_CONF"') < source.index('"PYTORCH_ALLOC_CONF"')
+    text = _guide("oom-debugging")
+    assert "export PYTORCH_ALLOC_CONF=expandable_segments:True" in (GUIDES["oom-debugging"].body)
+    assert "the CUDA allocator takes `PYTORCH_CUDA_ALLOC_CONF`" in text
+
+
+# --- facts read from the installed torch -------------------------------------------------------
+
+
+def test_bf16_and_fp16_mantissa_bits():
+    """mixed-precision: bf16 stores 7 mantissa bits, fp16 10."""
+    assert torch.finfo(torch.bfloat16).eps == 2**-7
+    assert torch.finfo(torch.float16).eps == 2**-10
+    text = _guide("mixed-precision")
+    assert "It stores 7 mantissa bits (8 bits of precision" in text
+    assert "8-bit mantissa" not in text
+
+
+def test_root_first_fails_at_the_childs_fully_shard_call():
+    """fsdp2 agrees with its pitfall: the child's fully_shard call raises, before forward.
+
+    The behaviour is reproduced by tests/lint/test_reproduce.py."""
+    text = _guide("fsdp2")
+    assert "the later `fully_shard(block)` call itself raises" in text
+    assert "the first forward then fails" not in text
+    assert "Calling `fully_shard` on a block after its parent fails" in _pitfall(
+        "fully-shard-root-before-children"
+    )
+
+
+def test_methods_that_bypass_forward_agree_between_guide_and_pitfall():
+    """fsdp2 and fsdp2-method-bypasses-forward-hooks: generate() works, forward() fails."""
+    text = _guide("fsdp2")
+    assert "Hugging Face `generate()` is such a method" in text
+    assert "**Fails:** `model.forward(x)` called directly" in text
+    assert "another method such as `generate()` directly sees sharded DTensors" not in text
+    assert "Hugging Face `generate()` calls the model through `__call__`, so it works" in (
+        _pitfall("fsdp2-method-bypasses-forward-hooks")
+    )
+
+
+def test_nccl_watchdog_default_tears_down_without_abort():
+    """process-groups, debugging, env_vars: TORCH_NCCL_ASYNC_ERROR_HANDLING defaults to 3."""
+    header = C10D_HEADERS / "ProcessGroupNCCL.hpp"
+    if not header.exists():
+        pytest.skip("this torch build ships no c10d headers")
+    source = header.read_text(encoding="utf-8")
+    assert "the default value (3 - SkipCleanUp)" in source
+    assert re.search(r"SkipCleanUp = 3", source)
+    assert "tears the process down *without* aborting the communicator" in _guide("process-groups")
+    env = {v.name: v for v in knowledge.env_vars()}
+    assert "3 tear the process down without aborting the communicator (default" in _flat(
+        env["TORCH_NCCL_ASYNC_ERROR_HANDLING"].what
+    )
+
+
+def test_flight_recorder_reads_the_fr_name_first():
+    """debugging and env_vars: TORCH_FR_BUFFER_SIZE is the name, the NCCL one a fallback."""
+    header = C10D_HEADERS / "FlightRecorder.hpp"
+    if not header.exists():
+        pytest.skip("this torch build ships no c10d headers")
+    source = _flat(header.read_text(encoding="utf-8"))
+    assert '{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, 2000' in source
+    assert '{"TORCH_FR_CPP_STACK", "TORCH_NCCL_TRACE_CPP_STACK"}, false' in source
+    text = _guide("debugging")
+    assert "`TORCH_FR_BUFFER_SIZE=2000`" in text and "is deprecated" in text
+    assert "newer alias `TORCH_FR_BUFFER_SIZE`" not in text
+    env = {v.name: v for v in knowledge.env_vars()}
+    assert env["TORCH_NCCL_TRACE_BUFFER_SIZE"].what.startswith("Deprecated older name")
+    for name in ("TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_ENABLE_MONITORING"):
+        assert "On by default" in env[name].what, name
+        assert "ProcessGroupNCCL.cpp" in env[name].source, name
+
+
+def test_reinitialising_the_default_group_is_not_taught():
+    """process-groups: no example destroys and re-creates the default group."""
+    text = _guide("process-groups")
+    assert "the distributed docs call it unsupported and untested" in text
+    assert "https://docs.pytorch.org/docs/stable/distributed.html#reinitialization" in (
+        GUIDES["process-groups"].links
+    )
+    from fsdp_skill import markdown
+
+    for block in markdown.code_blocks(GUIDES["process-groups"].body):
+        assert block.code.count("init_process_group(") <= 1, block.line
+
+
+def test_hsdp_is_not_an_oom_lever():
+    """SKILL.md and hsdp: HSDP raises per-GPU memory; it is a communication optimisation."""
+    skill = _skill()
+    assert "HSDP is not a memory lever" in skill
+    assert "activation checkpointing per block (about a third more compute), HSDP" not in skill
+    assert "It is a speed optimisation for slow inter-node links" in _guide("hsdp")
+
+
+def test_nccl_cpu_tensor_fallback_is_a_cpu_backend_not_gloo_everywhere():
+    """SKILL.md and backends: the fix for CPU tensors on NCCL is cpu:gloo,cuda:nccl."""
+    skill = _skill()
+    assert "fall back to Gloo." not in skill
+    assert 'A CPU tensor on an NCCL group ("No backend type associated with device type cpu")' in (
+        skill
+    )
+    assert "not the fix for a CPU tensor on an NCCL group" in _guide("backends")
+
+
+def test_root_reshard_advice_for_older_releases():
+    """performance and fsdp2: before the None default, the root ignored the flag."""
+    text = _guide("performance")
+    assert "set the root to `False` yourself" not in text
+    assert "the root stayed gathered after forward whatever you passed" in text
+    assert "kept the root gathered after forward whatever you passed" in _guide("fsdp2")
+
+
+# --- statements that several pages make must agree ---------------------------------------------
+
+
+def _knowledge_texts() -> dict[str, str]:
+    """Every page the bundle ships, by name: guides, pitfalls, env vars and SKILL.md."""
+    texts = {f"guide {g.id}": _flat(g.body) for g in knowledge.guides()}
+    for p in knowledge.pitfalls():
+        texts[f"pitfall {p.id}"] = _flat("\n".join((p.symptom, p.cause, p.fix, p.good)))
+    texts["env_vars"] = _flat(
+        " ".join(f"{v.what} {v.values} {v.when}" for v in knowledge.env_vars())
+    )
+    texts["SKILL.md"] = _skill()
+    return texts
+
+
+def _assert_grad_scaler_advice_is_consistent() -> None:
+    from fsdp_skill.lint.rules import fsdp006
+
+    for where, text in _knowledge_texts().items():
+        # advice that sends FSDP2 users to ShardedGradScaler, or everyone to it
+        for bad in ("Under FSDP use `ShardedGradScaler`", "gradient scaler (`ShardedGradScaler`)"):
+            assert bad not in text, f"{where}: {bad}"
+    fix = fsdp006.fix((2, 13))
+    assert 'torch.amp.GradScaler("cuda") with FSDP2' in fix and "ShardedGradScaler" in fix
+    assert fix.index("FSDP2") < fix.index("FSDP1")
+    for where, text in (
+        ("mixed-precision", _guide("mixed-precision")),
+        ("SKILL.md", _skill()),
+        ("fp16-without-grad-scaler", _pitfall("fp16-without-grad-scaler")),
+    ):
+        assert "GradScaler" in text and "ShardedGradScaler" in text, where
+        assert re.search(r"FSDP2.{0,200}torch\.amp\.GradScaler", text), where
+        assert re.search(r"FSDP1.{0,200}ShardedGradScaler", text), where
+
+
+def test_pages_agree_on_the_default_timeouts():
+    """Whoever states a default timeout states torch's: 10 min NCCL, 30 min the others."""
+    assert re.search(
+        r"\bNCCL\b(?:'s)?(?: default)?(?: timeout)?(?: is| of|:| defaults to) (?:20|30|5) minutes",
+        "the NCCL timeout is 30 minutes",
+    )  # the pattern below catches a wrong claim
+    wrong = re.compile(
+        r"\bNCCL\b(?:'s)?(?: default)?(?: timeout)?(?: is| of|:| defaults to) (?:20|30|5) minutes"
+        r"|(?:10|30) minutes for (?:all|every) backends?"
+    )
+    for where, text in _knowledge_texts().items():
+        assert not wrong.search(text), f"{where}: {wrong.search(text).group(0)!r}"
+    for where in ("guide process-groups", "SKILL.md"):
+        text = _knowledge_texts()[where]
+        assert re.search(r"10 minutes", text) and re.search(r"30 minutes", text), where
+
+
+def test_pages_agree_on_reshard_after_forward_defaults():
+    """The root's default is False (None -> True inside, False at the root), everywhere."""
+    texts = _knowledge_texts()
+    stating = {
+        where: text
+        for where, text in texts.items()
+        if "reshard_after_forward" in text and re.search(r"\bdefault", text)
+    }
+    assert {"guide fsdp2", "guide performance", "SKILL.md"} <= set(stating)
+    for where, text in stating.items():
+        assert "reshard_after_forward=True` (default" not in text, where
+        assert "defaults to `True`" not in text.replace("defaulted to `True`", ""), where
+    for where in ("guide fsdp2", "guide performance"):
+        assert "`True` for inner modules, `False` for the root" in texts[where], where
+    assert "`None`, means `True` for inner modules and `False` for the root" in texts["SKILL.md"]
+
+
+def test_pages_agree_on_the_grad_scaler():
+    """GradScaler with FSDP2, ShardedGradScaler with FSDP1: no page says otherwise."""
+    _assert_grad_scaler_advice_is_consistent()

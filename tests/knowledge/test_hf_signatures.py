@@ -1,0 +1,58 @@
+"""The Hugging Face pitfalls' signatures match what the installed packages really raise.
+
+``repro_hf_errors.py`` provokes each error under torchrun (two Gloo ranks, tiny models, no
+downloads); a pitfall whose ``signature_source`` reads
+``reproduced: tests/knowledge/repro_hf_errors.py (case NAME)`` must match the message of NAME.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill import knowledge
+from tests.distributed import run_ranks
+
+pytest.importorskip("accelerate")
+pytest.importorskip("peft")
+
+SCRIPT = Path(__file__).with_name("repro_hf_errors.py")
+_CASES = re.compile(r"^reproduced: tests/knowledge/repro_hf_errors\.py \(cases? ([\w, ]+)\)$")
+CLAIMS = [
+    (p, case.strip())
+    for p in knowledge.pitfalls()
+    if (m := _CASES.match(p.signature_source or ""))
+    for case in m.group(1).split(",")
+]
+
+
+@pytest.fixture(scope="module")
+def messages(tmp_path_factory) -> dict[str, str]:
+    result = run_ranks(
+        SCRIPT, 2, timeout=240, env={"HF_HUB_OFFLINE": "1"}, cwd=tmp_path_factory.mktemp("hf")
+    )
+    line = next((x for x in result.stdout.splitlines() if x.startswith("MESSAGES ")), None)
+    assert line, f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    return json.loads(line.removeprefix("MESSAGES "))
+
+
+def test_the_hf_pitfalls_use_the_script():
+    ids = {p.id for p, _ in CLAIMS}
+    assert {
+        "hf-wrap-class-not-found",
+        "qlora-integer-dtype-flatten",
+        "generate-on-sharded-params",
+    } <= ids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pitfall,case", CLAIMS, ids=[f"{p.id}-{c}" for p, c in CLAIMS])
+def test_signature_matches_the_reproduced_error(pitfall, case, messages):
+    assert messages.get(case), f"{case}: nothing was raised"
+    text = messages[case]
+    assert any(sig.search(text) for sig in pitfall.compiled_signatures()), (
+        f"{pitfall.id}: no signature matches {text!r}"
+    )
