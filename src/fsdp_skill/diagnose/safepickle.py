@@ -22,9 +22,11 @@ import pickle
 import pickletools
 from typing import Any
 
-MAX_OBJECTS = 5_000_000
-"""Objects a dump may hold, each use of a shared one counted again (a real dump of 20,000
-entries with 60-frame stacks holds about 3.5 million)."""
+MAX_OBJECTS = 10_000_000
+"""Objects a dump may hold, each use of a shared one counted again: a dump of 2,000 entries
+with 40-frame stacks (the buffer size the flight recorder is usually given) counts about
+0.7 million, one of 20,000 entries with 60-frame stacks about 9.4 million
+(``benchmarks/dump_bench.py`` writes such dumps)."""
 MAX_DEPTH = 64
 """Nesting a dump may have (a real dump nests 5 deep: dump, entries, entry, frames, frame)."""
 
