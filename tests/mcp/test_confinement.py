@@ -66,6 +66,10 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (code / "linked_dir").symlink_to(outside / "pkg")
     (code / ".cfg" / "pyproject.toml").symlink_to(outside / "config.json")
     (logs / "rank0.log").write_text(watchdog_log(0, 7).replace(MARKER, ""))
+    (root / "model").mkdir()
+    (root / "model" / "config.json").write_text(
+        (outside / "org" / "model" / "config.json").read_text()
+    )
     (root / "escape.py").symlink_to(outside / "secret.py")
     (root / "escape_dir").symlink_to(outside)
     return {"root": root, "outside": outside, "code": code, "logs": logs}
@@ -154,6 +158,13 @@ def test_plan_bundled_model_names_still_work(session):
     result = session.call("plan", {"model": "llama-3-8b", "gpus": 8, "gpu_memory": "80GB"})
     assert not result.is_error, text_of(result)
     assert result.structured_content["model"]["source"] == "bundled"
+
+
+def test_plan_reads_a_model_folder_inside_the_roots(session, tree):
+    pytest.importorskip("transformers")
+    result = session.call("plan", {"model": "./model", "gpus": 8, "gpu_memory": "80GB"})
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["model"]["source"] == "transformers"
 
 
 def test_plan_hub_id_is_not_read_from_the_working_directory(tree, monkeypatch):
