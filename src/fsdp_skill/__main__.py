@@ -1,4 +1,4 @@
-from fsdp_skill.cli import main
+from fsdp_skill.console import main
 
 if __name__ == "__main__":
     main()

@@ -224,7 +224,12 @@ def lint_command(
         "torch_version": torch_version,
     }
     if list(paths) == ["-"]:
-        result = lint_source(sys.stdin.read(), stdin_filename, **options)
+        from fsdp_skill.lint.files import Problem, read_stream
+
+        source = read_stream(sys.stdin.buffer, stdin_filename)
+        if isinstance(source, Problem):
+            raise UsageError(f"{source.path}: {source.message}")
+        result = lint_source(source, stdin_filename, **options)
     else:
         from fsdp_skill.lint.progress import bar
 
@@ -623,12 +628,15 @@ def explain_command(text, file, as_json) -> int:
     when no known error is found.
     """
     from fsdp_skill.diagnose import explain as run_explain
-    from fsdp_skill.diagnose.render import explain_text, read_explain_input
+    from fsdp_skill.diagnose.render import explain_text, read_explain_tail
 
-    result = run_explain(read_explain_input(text, file))
+    tail = read_explain_tail(text, file)
+    result = tail.place(run_explain(tail.text))
     if as_json:
         emit_json(result)
     else:
+        if tail.note():
+            echo(tail.note())
         for line in explain_text(result):
             echo(line)
     return 0 if result["matches"] else 1
@@ -660,11 +668,14 @@ def hang_command(paths, as_json) -> int:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry: run the CLI, turn usage errors into one line and exit 2."""
     try:
-        code = cli.main(args=argv, prog_name="fsdp-skill", standalone_mode=False)
+        # click's own main() would print a blank line before its Abort on Ctrl-C
+        args = list(sys.argv[1:] if argv is None else argv)
+        with cli.make_context("fsdp-skill", args) as ctx:
+            code = cli.invoke(ctx)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except click.exceptions.Abort:
-        echo("fsdp-skill: aborted", err=True)
+        echo("fsdp-skill: interrupted", err=True)  # click turns Ctrl-C into Abort
         code = 130
     except click.ClickException as exc:
         echo(f"fsdp-skill: error: {exc.format_message()}", err=True)

@@ -4,9 +4,11 @@ Tools mirror the command line (same argument names, same JSON results): ``search
 ``show``, ``lint``, ``plan``, ``explain``, ``hang`` and ``env``. The skill's references are
 served as resources (``fsdp://skill/SKILL.md``, ``fsdp://references/<file>``).
 
-Every argument is bounded (text size, number of paths, ranges), and a path argument must lie
-inside a root the client declared (MCP roots) or one given with ``--root``. A bad argument or
-a failing tool comes back as a tool error; the server keeps running.
+Every argument is bounded (text size, number of paths, ranges). No file outside the roots the
+client declared (MCP roots) or those given with ``--root`` is read: the tools get the roots
+and pass every path they open through ``Roots.admit`` (see ``fsdp_skill.roots``). A bad
+argument or a failing tool comes back as a tool error, a malformed frame as a JSON-RPC error;
+the server keeps running.
 """
 
 # No ``from __future__ import annotations``: the SDK reads the tool signatures at runtime,
@@ -14,7 +16,7 @@ a failing tool comes back as a tool error; the server keeps running.
 import functools
 import inspect
 import json
-import os
+import re
 import sys
 import typing
 from collections.abc import Callable, Sequence
@@ -25,12 +27,12 @@ from urllib.request import url2pathname
 
 from fsdp_skill import SKILL_NAME, __version__
 from fsdp_skill.errors import UsageError
+from fsdp_skill.roots import MAX_PATH, Roots
 
 MAX_TEXT = 1_000_000
 """Characters of code or log text one call may send."""
 MAX_QUERY = 1_000
 MAX_ID = 300
-MAX_PATH = 4_096
 MAX_LINT_PATHS = 100
 MAX_HANG_PATHS = 1_024
 MAX_CODES = 100
@@ -71,59 +73,16 @@ def root_paths(uris: Sequence[str]) -> list[Path]:
     return found
 
 
-def check_path(raw: str, roots: Sequence[Path]) -> Path:
-    """``raw`` resolved (relative: against the first root), if it lies inside a root.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(?:/[A-Za-z0-9][\w.-]{0,95})?")
 
-    Symbolic links are resolved first, so a link cannot lead outside the roots.
-    Raises UsageError otherwise, or if the path does not exist.
+
+def is_model_name(model: str) -> bool:
+    """Whether ``model`` names a model (a bundled name or a hub id) rather than a path.
+
+    The MCP server looks names up on the hub only, never as a local path (which would be
+    read relative to the server's working directory, wherever the roots are).
     """
-    if not roots:
-        raise UsageError(
-            "no roots: the client declared no roots and the server was started without "
-            "--root, so no file may be read; pass the text itself instead"
-        )
-    if not raw or len(raw) > MAX_PATH or "\x00" in raw:
-        raise UsageError(f"bad path {raw[:80]!r}")
-    path = Path(raw)
-    if not path.is_absolute():
-        path = roots[0] / path
-    resolved = path.resolve()
-    if not _inside(resolved, roots):
-        allowed = ", ".join(str(r) for r in roots)
-        raise UsageError(f"{raw} is outside the client's roots ({allowed})")
-    if not resolved.exists():
-        raise UsageError(f"{raw} does not exist")
-    if resolved.is_dir():
-        _check_links_inside(resolved, raw, roots)
-    return resolved
-
-
-MAX_WALK = 50_000
-"""Entries a folder argument may hold (links are checked in all of them)."""
-_SKIPPED_DIRS = {"__pycache__", "node_modules", "site-packages"}
-
-
-def _inside(path: Path, roots: Sequence[Path]) -> bool:
-    return any(path.is_relative_to(root.resolve()) for root in roots)
-
-
-def _check_links_inside(folder: Path, raw: str, roots: Sequence[Path]) -> None:
-    """Refuse a folder holding a symbolic link that leads outside the roots: the tools
-    walk folders and would follow it. Hidden folders and package caches are not walked
-    (the tools skip them too)."""
-    seen = 0
-    for top, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in _SKIPPED_DIRS]
-        seen += len(dirs) + len(files)
-        if seen > MAX_WALK:
-            raise UsageError(f"{raw} holds more than {MAX_WALK} entries; pass narrower paths")
-        for name in dirs + files:
-            entry = Path(top) / name
-            if entry.is_symlink() and not _inside(entry.resolve(), roots):
-                raise UsageError(
-                    f"{raw} holds {entry.relative_to(folder)}, a link to "
-                    f"{entry.resolve()}, outside the client's roots"
-                )
+    return bool(_HUB_ID.fullmatch(model)) and ".." not in model and "--" not in model
 
 
 # --- the server ------------------------------------------------------------------------
@@ -235,7 +194,7 @@ def build_server(extra_roots: Sequence[Path] = ()):
     from mcp_types import ListRootsResult, ToolAnnotations
     from pydantic import Field
 
-    server_roots = [Path(r).resolve() for r in extra_roots]
+    server_roots = [Path(r) for r in extra_roots]
     app = MCPServer(
         "pytorch-fsdp",
         title="PyTorch FSDP expert",
@@ -254,12 +213,17 @@ def build_server(extra_roots: Sequence[Path] = ()):
             return ListRoots()
         return None
 
-    def ask_roots_for_config(ctx: Context, model_config: object = None) -> ListRoots | None:
-        return ask_roots(ctx, [model_config] if isinstance(model_config, str) else None)
+    def ask_roots_for_config(
+        ctx: Context, model_config: object = None, model: object = None
+    ) -> ListRoots | None:
+        local = [x for x in (model_config,) if isinstance(x, str)]
+        if isinstance(model, str) and not is_model_name(model):
+            local.append(model)
+        return ask_roots(ctx, local)
 
-    def allowed_roots(answer: ListRootsResult | None) -> list[Path]:
+    def allowed_roots(answer: ListRootsResult | None) -> Roots:
         client = root_paths([str(r.uri) for r in answer.roots]) if answer else []
-        return client + server_roots
+        return Roots.of([*client, *server_roots])
 
     def call(fn: Callable[..., dict], *args: Any, **kwargs: Any) -> dict:
         """Run a toolkit function; its usage errors become tool errors for the client."""
@@ -279,10 +243,9 @@ def build_server(extra_roots: Sequence[Path] = ()):
         except (ImportError, AttributeError):
             raise ToolError(f"the {attr} tool is not available in this installation") from None
 
-    def paths_in_roots(paths: list[str], answer: ListRootsResult | None) -> list[str]:
-        roots = allowed_roots(answer)
+    def paths_in_roots(paths: list[str], roots: Roots) -> list[str]:
         try:
-            return [str(check_path(p, roots)) for p in paths]
+            return [str(roots.locate(p)) for p in paths]
         except UsageError as exc:
             raise ToolError(str(exc)) from None
 
@@ -339,8 +302,11 @@ def build_server(extra_roots: Sequence[Path] = ()):
             return call(
                 tool_module("lint", "lint_source"), code, "<input>", select=select, ignore=ignore
             )
-        checked = paths_in_roots(paths or [], roots)
-        return call(tool_module("lint", "lint_paths"), checked, select=select, ignore=ignore)
+        allowed = allowed_roots(roots)
+        checked = paths_in_roots(paths or [], allowed)
+        return call(
+            tool_module("lint", "lint_paths"), checked, select=select, ignore=ignore, roots=allowed
+        )
 
     def plan(
         gpus: Annotated[
@@ -359,7 +325,12 @@ def build_server(extra_roots: Sequence[Path] = ()):
             Field(description="A model's config.json: its path inside the roots, or its content."),
         ] = None,
         model: Annotated[
-            str | None, Field(max_length=200, description="A Hugging Face model id.")
+            str | None,
+            Field(
+                max_length=MAX_PATH,
+                description="A bundled name (llama-3-8b…), a Hugging Face hub id (org/name), "
+                "or a local model folder inside the roots.",
+            ),
         ] = None,
         nodes: Annotated[int, Field(ge=1, le=100_000, description="Hosts the GPUs span.")] = 1,
         seq_len: Annotated[
@@ -402,9 +373,15 @@ def build_server(extra_roots: Sequence[Path] = ()):
                 raise ToolError(f"model_config: larger than {MAX_TEXT} characters")
             options["model_config"] = config_path
         elif config_path is not None:
-            options["model_config"] = paths_in_roots([config_path], roots)[0]
+            options["model_config"] = paths_in_roots([config_path], allowed_roots(roots))[0]
+        elif model is not None and not is_model_name(model):
+            # a local folder or config file: inside the roots, like every path
+            options["model"] = paths_in_roots([model], allowed_roots(roots))[0]
+        elif model is not None:
+            options["model"] = model
+            options["local_paths"] = False  # a name is looked up on the hub, never on disk
         else:
-            options["params" if params is not None else "model"] = given[0]
+            options["params"] = params
         return call(tool_module("plan", "plan"), **options)
 
     app.add_tool(
@@ -433,8 +410,9 @@ def build_server(extra_roots: Sequence[Path] = ()):
         roots: RootsAnswer = None,
     ) -> out["hang"]:  # type: ignore[valid-type]
         """Find where hung ranks diverged, from their logs or flight-recorder dumps."""
-        checked = paths_in_roots(paths, roots)
-        return call(tool_module("diagnose", "hang"), checked)
+        allowed = allowed_roots(roots)
+        checked = paths_in_roots(paths, allowed)
+        return call(tool_module("diagnose", "hang"), checked, roots=allowed)
 
     @app.tool(annotations=read_only, structured_output=True)
     def env(
@@ -503,4 +481,47 @@ def serve(roots: Sequence[Path] = ()) -> None:
             "fsdp-skill mcp: serving MCP on stdin/stdout; an MCP client starts this command "
             "(Ctrl-C to stop)\n"
         )
-    build_server(roots).run("stdio")
+    import anyio
+
+    anyio.run(_serve_stdio, build_server(roots))
+
+
+async def _serve_stdio(app: Any) -> None:
+    """``app.run("stdio")``, except that a frame that is not a JSON-RPC message gets its
+    JSON-RPC error back (-32700 when it is not JSON, -32600 when it is JSON but no message)
+    instead of being dropped, and the server goes on serving."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = app._lowlevel_server  # what MCPServer.run_stdio_async runs
+    async with stdio_server() as (read_stream, write_stream):
+        to_server, from_transport = anyio.create_memory_object_stream(0)
+
+        async def answer_bad_frames() -> None:
+            async with to_server:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(frame_error(item))
+                    else:
+                        await to_server.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(answer_bad_frames)
+            await server.run(from_transport, write_stream, server.create_initialization_options())
+
+
+def frame_error(exc: Exception) -> Any:
+    """The JSON-RPC error answering a frame the transport could not read (``exc``)."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+
+    errors = getattr(exc, "errors", lambda: [])()
+    not_json = any(e.get("type") == "json_invalid" for e in errors)
+    code, message = (
+        (PARSE_ERROR, "Parse error: the frame is not JSON")
+        if not_json
+        else (INVALID_REQUEST, "Invalid Request: the frame is not a JSON-RPC 2.0 message")
+    )
+    return SessionMessage(
+        JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+    )

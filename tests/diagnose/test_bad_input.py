@@ -162,3 +162,31 @@ def test_lost_nccl_lines_are_reported(tmp_path):
     # the gap is not taken for a divergence: the injected one still is
     assert (result["verdict"], result["culprit_ranks"]) == ("op-mismatch", [2])
     assert result["first_divergence"]["seq"] == 20
+
+
+def _watchdog(rank: str, seq: str) -> str:
+    return (
+        f"[rank0]:[PG ID 0 PG GUID 0(default_pg) Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=16, NumelOut=16, "
+        "Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        _watchdog("9" * 5000, "7"),  # past int()'s digit limit
+        _watchdog(str(2**40), "7"),  # a rank no job has
+        _watchdog("1", "9" * 30),  # a sequence number past 64 bits
+        "gpu-node0:4000:4050 [0] NCCL INFO comm 0x55d1 rank 0 nranks "
+        + "9" * 20
+        + " cudaDev 0 busId 1000 commId 0x7f3e - Init COMPLETE\n",  # world size 10**20
+    ],
+    ids=["rank-digits", "rank-huge", "seq-huge", "world-huge"],
+)
+def test_numbers_no_real_log_holds_are_skipped(tmp_path: Path, line: str):
+    write_nccl(tmp_path, 3, Fault("missing", rank=1, seq=3))
+    (tmp_path / "rank5.log").write_text(line * 3)
+    result = fsdp("hang", "--json", str(tmp_path), timeout=60)
+    assert "Traceback" not in result.err, result.err[-2000:]
+    assert result.json()["culprit_ranks"] == [1]

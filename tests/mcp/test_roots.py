@@ -7,7 +7,12 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.errors import UsageError
-from fsdp_skill.mcp_server import check_path, root_paths
+from fsdp_skill.mcp_server import is_model_name, root_paths
+from fsdp_skill.roots import Roots
+
+
+def check_path(raw: str, roots: list[Path]) -> Path:
+    return Roots.of(roots).locate(raw)
 
 
 def test_root_uris_become_local_folders():
@@ -41,19 +46,61 @@ def test_a_root_that_is_a_prefix_of_another_folder_grants_only_itself(tmp_path: 
         check_path(str(tmp_path / "proj-secrets" / "k.py"), [tmp_path / "proj"])
 
 
-def test_a_folder_with_a_link_leading_out_is_refused(tmp_path: Path):
+def test_a_missing_path_outside_is_refused_like_an_existing_one(tmp_path: Path):
+    """The refusal must not tell whether something exists outside the roots."""
+    (tmp_path / "root").mkdir()
+    (tmp_path / "there.json").write_text("{}")
+    messages = []
+    for name in ("there.json", "not-there.json"):
+        with pytest.raises(UsageError, match="outside") as refused:
+            check_path(f"../{name}", [tmp_path / "root"])
+        messages.append(str(refused.value).replace(name, "NAME"))
+    assert messages[0] == messages[1]
+
+
+def test_links_are_judged_by_their_target(tmp_path: Path):
     root = tmp_path / "root"
     (root / "src").mkdir(parents=True)
     (root / "src" / "ok.py").write_text("")
     (tmp_path / "secret").mkdir()
     (tmp_path / "secret" / "key.py").write_text("")
-    assert check_path(str(root), [root]) == root.resolve()
-    (root / "src" / "inner.py").symlink_to(root / "src" / "ok.py")  # a link that stays inside
-    assert check_path(str(root), [root]) == root.resolve()
+    (root / "src" / "inner.py").symlink_to(root / "src" / "ok.py")
     (root / "src" / "leak").symlink_to(tmp_path / "secret")
-    with pytest.raises(UsageError, match="leak, a link to .*outside"):
-        check_path(str(root), [root])
-    assert check_path(str(root / "src" / "ok.py"), [root])  # a single file inside is fine
+    (root / "src" / "leak.py").symlink_to(tmp_path / "secret" / "key.py")
+    (root / "loop").symlink_to(root / "loop")
+    roots = Roots.of([root])
+    assert check_path("src/inner.py", [root]) == (root / "src" / "ok.py").resolve()
+    assert roots.contains(root / "src")
+    for escaping in ("src/leak", "src/leak/key.py", "src/leak.py", "src/leak/../leak/key.py"):
+        with pytest.raises(UsageError, match="outside"):
+            check_path(escaping, [root])
+    assert not roots.contains(root / "loop")
+
+
+def test_a_root_given_as_a_link_grants_its_target(tmp_path: Path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.py").write_text("")
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    assert check_path(str(tmp_path / "real" / "a.py"), [tmp_path / "alias"])
+
+
+@pytest.mark.parametrize(
+    ("model", "is_name"),
+    [
+        ("llama-3-8b", True),
+        ("meta-llama/Llama-3.1-8B", True),
+        ("gpt2", True),
+        ("../models/llama", False),
+        ("/etc/models/config.json", False),
+        ("a/b/c", False),
+        ("org/..", False),
+        ("./local", False),
+        ("~/models", False),
+        ("a--b/c", False),
+    ],
+)
+def test_model_names_and_paths_are_told_apart(model: str, is_name: bool):
+    assert is_model_name(model) is is_name
 
 
 def test_without_the_sdk_the_command_says_what_to_install():

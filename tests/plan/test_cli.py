@@ -342,3 +342,95 @@ def test_large_vocabulary_loss_note():
 
     assert noted(model="llama-3-8b", seq_len=8192)
     assert not noted(model="llama-2-7b", seq_len=4096)
+
+
+def test_bundled_names_are_never_joined_into_a_path(tmp_path):
+    """``--model ../x`` or an absolute path must not be read as a bundled config."""
+    from fsdp_skill.plan import bundled
+
+    elsewhere = tmp_path / "config.json"
+    elsewhere.write_text("{}")
+    assert bundled.path("LLAMA-3-8B") == bundled.CONFIG_DIR / "llama-3-8b.json"
+    for name in (str(elsewhere.with_suffix("")), "../configs/llama-3-8b", "./llama-3-8b"):
+        assert bundled.path(name) is None, name
+
+
+BASE_ARGS = ["--params", "7B", "--gpus", "8", "--gpu-memory", "80GB"]
+OVERFLOWING = [
+    ("--gpu-memory", "1e400GB"),
+    ("--gpu-memory", "1e400"),
+    ("--gpu-memory", "9" * 400 + "GB"),
+    ("--params", "1e400"),
+    ("--params", "1e30"),
+    ("--cpu-memory", "1e309GiB"),
+    ("--bandwidth", "1e400GB/s"),
+    ("--inter-node-bandwidth", "1e999Gbps"),
+    ("--headroom", "nan"),
+    ("--headroom", "inf"),
+    ("--seq-len", str(10**30)),
+    ("--gpus", str(10**30)),
+    ("--micro-batch", str(10**12)),
+]
+
+
+def _with(option: str, value: str) -> list[str]:
+    args = list(BASE_ARGS)
+    if option in args:
+        args[args.index(option) + 1] = value
+    else:
+        args += [option, value]
+    return args
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), OVERFLOWING, ids=[f"{o}={v[:12]}" for o, v in OVERFLOWING]
+)
+def test_overflowing_and_non_finite_numbers_are_one_line_errors(option, value):
+    result = fsdp("plan", *_with(option, value))
+    assert result.code == 2, result.out[-500:]
+    assert "Traceback" not in result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fsdp-skill: error: "), result.err
+    assert len(lines[0]) < 300
+
+
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "NaN", str(10**40)])
+def test_overflowing_model_config_fields_are_one_line_errors(tmp_path, value):
+    config = tmp_path / "config.json"
+    config.write_text(
+        '{"model_type": "llama", "hidden_size": HIDDEN, "intermediate_size": 11008, '
+        '"num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 32000}'.replace(
+            "HIDDEN", value
+        )
+    )
+    result = fsdp("plan", "--model-config", config, "--gpus", "8", "--gpu-memory", "80GB")
+    assert result.code == 2
+    assert (
+        result.err.startswith("fsdp-skill: error: model config") and "Traceback" not in result.err
+    )
+
+
+def test_the_largest_accepted_numbers_give_valid_json():
+    """At every bound at once, the result is still JSON (no Infinity or NaN in it)."""
+    result = fsdp(
+        "plan",
+        "--json",
+        "--params",
+        "1e15",
+        "--gpus",
+        "1000000",
+        "--nodes",
+        "100000",
+        "--gpu-memory",
+        "1e18B",
+        "--seq-len",
+        "10000000",
+        "--micro-batch",
+        "1000000",
+    )
+    assert result.code in (0, 1), result.err
+
+    def refuse(name):
+        raise ValueError(name)
+
+    json.loads(result.out, parse_constant=refuse)

@@ -6,6 +6,11 @@ imported when a function is called.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fsdp_skill.roots import Roots
+
 
 def explain(text: str) -> dict:
     """Every known error in ``text`` (a message, traceback or whole log), ranked.
@@ -17,12 +22,13 @@ def explain(text: str) -> dict:
     return run(text)
 
 
-def hang(paths: list[str]) -> dict:
+def hang(paths: list[str], roots: Roots | None = None) -> dict:
     """Read every rank's logs or flight-recorder dumps and find where the ranks diverged.
 
     Returns ``{"ranks", "verdict", "culprit_ranks", "first_divergence", "advice", "inputs", ...}``;
-    raises ``UsageError`` when nothing could be read.
+    raises ``UsageError`` when nothing could be read. With ``roots`` (the MCP server's), no
+    file outside them is read.
     """
     from fsdp_skill.diagnose.divergence import hang as run
 
-    return run(paths)
+    return run(paths, roots)

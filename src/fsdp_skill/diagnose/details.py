@@ -63,9 +63,7 @@ _SUMMARY_RANK = re.compile(r"rank ?: ?(\d{1,7}) \(local[_ ]rank: ?\d{1,7}\)")
 _SUMMARY_EXIT = re.compile(r"exitcode ?: ?(-?\d{1,4})")
 _SUMMARY_TRACE = re.compile(r"traceback ?: ?([^\n]{0,200})")
 _AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d{1,4})\) local_rank: (\d{1,7})")
-_EXCEPTION = re.compile(
-    r"^\s{0,40}((?:[A-Za-z_]\w{0,80}\.){0,6}[A-Za-z_]\w{0,80}(?:Error|Exception))(?::|$)"
-)
+_EXCEPTION = re.compile(r"^[ \t]{0,40}([A-Za-z_][\w.]{0,500}?(?:Error|Exception))(?::|$)")
 _LAUNCHER = ("ChildFailedError", "SignalException", "ProcessRaisedException", "CalledProcessError")
 _NO_TRACE = "To enable traceback"
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from itertools import islice
+
 from fsdp_skill.diagnose import advice, align
 from fsdp_skill.diagnose.scan import scan_all, scan_string
 from fsdp_skill.diagnose.sources import expand
-from fsdp_skill.diagnose.trace import UNKNOWN, Trace
+from fsdp_skill.diagnose.trace import MAX_RANK, UNKNOWN, Trace
 from fsdp_skill.errors import UsageError
+from fsdp_skill.roots import Roots
 
 _EXPLAIN = {
     align.MISSING: "some ranks never reached a collective the others are in",
@@ -112,9 +115,10 @@ def _rank_summary(trace: Trace) -> dict:
     return out
 
 
-def hang(paths: list[str]) -> dict:
-    """Analyse the inputs; raise UsageError if nothing in them could be read."""
-    files, problems = expand(paths)
+def hang(paths: list[str], roots: Roots | None = None) -> dict:
+    """Analyse the inputs (only those inside ``roots``, if given); raise UsageError if
+    nothing in them could be read."""
+    files, problems = expand(paths, roots)
     trace, reports = scan_all(files)
     if not trace.ranks:
         details = problems + [f"{r.path}: {'; '.join(r.problems)}" for r in reports if r.problems]
@@ -154,8 +158,9 @@ def _result(trace: Trace, reports: list, problems: list[str]) -> dict:
         warnings += [f"{r.path}: {p}" for p in r.problems]
     if len(trace.ranks) == 1:
         warnings.append("only one rank's logs were given: there is nothing to compare it with")
-    if trace.world_size and trace.world_size > len(trace.ranks):
-        missing = sorted(set(range(trace.world_size)) - set(trace.ranks))
+    if trace.world_size and len(trace.ranks) < trace.world_size <= MAX_RANK + 1:
+        absent = (r for r in range(trace.world_size) if r not in trace.ranks)
+        missing = list(islice(absent, 21))
         shown = ", ".join(map(str, missing[:20])) + (" …" if len(missing) > 20 else "")
         warnings.append(f"world size is {trace.world_size} but there are no logs for ranks {shown}")
     if trace.local_rank_prefixes:

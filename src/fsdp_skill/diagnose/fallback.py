@@ -16,7 +16,7 @@ RELATED_K = 3
 QUERY_CHARS = 300
 
 _EXCEPTION = re.compile(
-    r"(?:^|\s)((?:[A-Za-z_]\w{0,80}\.){0,6}[A-Za-z_]\w{0,80}(?:Error|Exception|Warning|Interrupt))"
+    r"(?:^|\s)([A-Za-z_][\w.]{0,500}?(?:Error|Exception|Warning|Interrupt))"
     r"(?::[ \t]?|\s*$)"
 )
 _ERRORISH = re.compile(r"error|fail|timed out|timeout|cannot|unable", re.IGNORECASE)
@@ -25,7 +25,7 @@ _FRAME = re.compile(r'File "[^"]{1,500}", line \d{1,7}, in ([\w<>]{1,80})')
 FRAMES = 2
 """Function names of the deepest frames added to the query when no exception line is found."""
 _NOISE = re.compile(
-    r"(?:[A-Za-z]:)?(?:[\\/][^\s\\/]{1,200}){2,}"  # file paths
+    r"(?:[A-Za-z]:)?[\\/][^\s\\/]{1,200}[\\/][^\s]{0,2000}"  # file paths
     r"|0x[0-9a-fA-F]{1,32}"  # addresses
     r"|\b\d{3,40}\b"  # pids, sizes, line numbers
 )

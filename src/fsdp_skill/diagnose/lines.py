@@ -32,7 +32,7 @@ _WORK_STATUS = re.compile(
 # --- TORCH_DISTRIBUTED_DEBUG=DETAIL -------------------------------------------------------
 _FINGERPRINT = re.compile(
     r"Rank (\d+) is running collective: CollectiveFingerPrint\(SequenceNumber=(\d+),?\s*"
-    r"OpType=(\w+)(?:, TensorShape=\[([^\]]*)\], TensorDtypes=(\w+))?"
+    r"OpType=(\w+)(?:, TensorShape=\[([^\[\]]*)\], TensorDtypes=(\w+))?"
 )
 # --- Python tracebacks and torchrun's failure summary ----------------------------------------
 _TB_START = re.compile(r"^\s*Traceback \(most recent call last\)")

@@ -32,16 +32,22 @@ _COLL = re.compile(
     rb" NCCL INFO (\w+): opCount \w+ sendbuff \w+ recvbuff \w+ count (\d+) "
     rb"datatype (\d+) op \d+ root \d+ comm (\w+)"
 )
+# A host:pid token is matched from its first character only ((?<!...)): tried from inside a
+# long run of such characters, the pattern would rescan the run once per character.
 _COLL_SEQ = re.compile(
-    rb"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (\w+): opCount ([0-9a-fA-F]+) sendbuff \w+ "
+    rb"(?<![\w.\-])([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (\w+): opCount ([0-9a-fA-F]+) sendbuff \w+ "
     rb"recvbuff \w+ count (\d+) datatype (\d+) op \d+ root \d+ comm (\w+)"
 )
 _OPCOUNT = re.compile(rb" NCCL INFO \w+: opCount ([0-9a-fA-F]+) sendbuff \w+ recvbuff \w+ ")
-_PROC = re.compile(rb"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO \w+: opCount")
+_PROC = re.compile(rb"(?<![\w.\-])([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO \w+: opCount")
 _INIT = re.compile(
-    r"([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (?:\w+ )?comm (0x[0-9a-fA-F]+) rank (\d+) "
-    r"nranks (\d+)(?:.*?commId (0x[0-9a-fA-F]+))?.*?- Init (?:START|COMPLETE)"
+    r"(?<![\w.\-])([\w.\-]+:\d+):\d+ \[\d+\] NCCL INFO (?:\w+ )?comm (0x[0-9a-fA-F]+) "
+    r"rank (\d+) nranks (\d+)"
 )
+_INIT_END = re.compile(r"- Init (?:START|COMPLETE)")
+_COMM_ID = re.compile(r"commId (0x[0-9a-fA-F]+)")
+"""An init line is its head (_INIT), then the commId (optional) before "- Init COMPLETE":
+found one after the other, as two wildcards in one pattern would rescan the line."""
 
 
 @dataclass
@@ -75,9 +81,12 @@ class CollReader:
     def init_line(self, text: str) -> bool:
         """Record a communicator set-up line; False if ``text`` is not one."""
         m = _INIT.search(text)
-        if not m:
+        end = _INIT_END.search(text, m.end()) if m else None
+        if not m or not end:
             return False
-        proc, ptr, r, nranks, comm_id = m.groups()
+        proc, ptr, r, nranks = m.groups()
+        comm = _COMM_ID.search(text, m.end(), end.start())
+        comm_id = comm.group(1) if comm else None
         self.inits[proc].append((ptr, int(r), int(nranks), comm_id or ""))
         self.report.kinds.add("nccl-coll")
         return True

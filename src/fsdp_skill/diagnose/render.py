@@ -6,33 +6,31 @@ import sys
 import textwrap
 from pathlib import Path
 
+from fsdp_skill.diagnose.tail import Tail, read_tail
 from fsdp_skill.errors import UsageError
-
-EXPLAIN_MAX_BYTES = 64 << 20
-"""``explain`` reads at most this much of a file: the last part, where the errors are."""
 
 
 def read_explain_input(text: str | None, file: str | None) -> str:
     """The text to explain: an argument, a file, or stdin (``-`` or nothing on a pipe)."""
+    return read_explain_tail(text, file).text
+
+
+def read_explain_tail(text: str | None, file: str | None) -> Tail:
+    """The text to explain and what was cut from it: an argument, or the last
+    ``tail.MAX_BYTES`` of a file or of stdin (``-`` or nothing on a pipe), read to its end."""
     if file and text and text != "-":
         raise UsageError("give either TEXT or --file, not both")
     if file:
-        path = Path(file)
         try:
-            size = path.stat().st_size
-            with path.open("rb") as fh:
-                if size > EXPLAIN_MAX_BYTES:
-                    fh.seek(size - EXPLAIN_MAX_BYTES)
-                data = fh.read(EXPLAIN_MAX_BYTES)
+            with Path(file).open("rb") as fh:
+                return read_tail(fh)
         except OSError as exc:
             raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
-        return data.replace(b"\0", b"").decode("utf-8", errors="replace")
     if text and text != "-":
-        return text
+        return Tail(text, len(text.encode()), 0, 0)
     if sys.stdin is None or (sys.stdin.isatty() and text != "-"):
         raise UsageError("give an error message, --file LOG, or pipe a log into stdin")
-    data = sys.stdin.buffer.read(EXPLAIN_MAX_BYTES + 1)
-    return data[-EXPLAIN_MAX_BYTES:].replace(b"\0", b"").decode("utf-8", errors="replace")
+    return read_tail(sys.stdin.buffer)
 
 
 def _wrap(label: str, text: str) -> list[str]:

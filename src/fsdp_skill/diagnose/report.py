@@ -17,6 +17,7 @@ class InputReport:
     garbage_bytes: int = 0
     truncated_lines: int = 0
     undecodable_lines: int = 0
+    out_of_range_lines: int = 0
 
     @property
     def kind(self) -> str:

@@ -49,6 +49,18 @@ class _TextScanner:
         self.lines = LineReader(trace, report, file_rank)
 
     def line(self, raw: bytes) -> None:
+        try:
+            self._line(raw)
+        except (ValueError, OverflowError):  # a number no real log holds (10**5000, rank 2**40)
+            self.report.out_of_range_lines += 1
+
+    def coll_chunk(self, body: bytes) -> None:
+        try:
+            self.coll.coll_chunk(body)
+        except (ValueError, OverflowError):
+            self.report.out_of_range_lines += 1
+
+    def _line(self, raw: bytes) -> None:
         text = decode_line(raw, self.report).rstrip("\r")
         prefix_rank, is_global, rest = split_prefix(text)
         if prefix_rank is not None:
@@ -60,8 +72,11 @@ class _TextScanner:
         self.lines.line(rest, prefix_rank if prefix_rank is not None else self.file_rank)
 
     def finish(self) -> None:
-        self.lines.finish()
-        self.coll.finish()
+        for reader in (self.lines, self.coll):
+            try:
+                reader.finish()
+            except (ValueError, OverflowError):
+                self.report.out_of_range_lines += 1
 
 
 def scan_text(
@@ -134,7 +149,7 @@ def _scan_body(body: bytes, scanner: _TextScanner, report: InputReport) -> None:
     rest = body
     if nccl:
         if b"opCount" in body:
-            scanner.coll.coll_chunk(body)
+            scanner.coll_chunk(body)
         for line in _lines_with(body, (b" - Init ",)):
             scanner.line(line)
         # Keyword search only in the other lines: NCCL INFO lines are the bulk of such logs.
@@ -202,6 +217,11 @@ def scan(path: Path, trace: Trace) -> InputReport:
         )
     if report.truncated_lines:
         report.problems.append(f"{report.truncated_lines} over-long line(s) were cut")
+    if report.out_of_range_lines:
+        report.problems.append(
+            f"{report.out_of_range_lines} line(s) or block(s) with numbers out of range "
+            "(ranks, sequence numbers, sizes) were skipped"
+        )
     if not report.kinds:
         report.problems.append("nothing recognisable: no collectives, timeouts or tracebacks")
     elif rank is None and not report.ranks:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from fsdp_skill.errors import UsageError
+from fsdp_skill.roots import NOT_READ, Roots
 
 # "rank3.log", "nccl_trace_rank_3", "stderr-rank-03.txt"
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
@@ -34,21 +35,30 @@ def rank_from_path(path: Path, trailing_number: bool = False) -> tuple[int | Non
     return None, True
 
 
-def expand(paths: list[str]) -> tuple[list[Path], list[str]]:
-    """Every regular file under ``paths`` (folders walked, sorted) and problems with the paths."""
+def expand(paths: list[str], roots: Roots | None = None) -> tuple[list[Path], list[str]]:
+    """Every regular file under ``paths`` (folders walked, sorted) and problems with the paths.
+
+    With ``roots``, a path or a file found in a folder that ``roots.admit`` refuses is a
+    problem, not an input.
+    """
     if not paths:
         raise UsageError("give at least one log file, flight-recorder dump or folder")
     files: list[Path] = []
     problems: list[str] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        if roots is not None and not roots.contains(path):
+            problems.append(f"{path}: outside the client's roots")
+        elif path.is_dir():
             found = sorted(
                 Path(root) / name
                 for root, _, names in os.walk(path)
                 for name in names
                 if not name.startswith(".")
             )
+            if roots is not None:  # before anything looks at what a link points to
+                problems += [f"{f}: {NOT_READ}" for f in found if not roots.contains(f)]
+                found = [f for f in found if roots.contains(f)]
             found = [f for f in found if f.is_file()]
             if not found:
                 problems.append(f"{path}: empty folder")

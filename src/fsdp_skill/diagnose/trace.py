@@ -13,6 +13,12 @@ from dataclasses import dataclass, field
 
 UNKNOWN = -1
 """Signature id of a collective whose details were not logged (a gap in the sequence)."""
+MAX_RANK = (1 << 24) - 1
+"""The highest rank a log or dump may name (more ranks than any job has)."""
+MAX_SEQ = (1 << 63) - 1
+"""The highest sequence number a log or dump may give (torch counts in 64 bits)."""
+MAX_GAP = 1 << 24
+"""Collectives a sequence may skip between two it knows (the gap is stored, as UNKNOWN)."""
 
 DEFAULT_PG = "default"
 DETAIL_SUFFIX = " [DETAIL]"
@@ -104,8 +110,16 @@ class Sequence:
     def end(self) -> int:
         return (self.base or 0) + len(self.sigs)
 
-    def put(self, seq: int, sig: int) -> None:
-        """Record collective ``seq``; gaps become UNKNOWN, known entries are kept."""
+    def put(self, seq: int, sig: int) -> bool:
+        """Record collective ``seq``; gaps become UNKNOWN, known entries are kept.
+
+        False (nothing recorded) when ``seq`` is negative or more than ``MAX_GAP`` away from
+        the collectives already known: no input can make the sequence take unbounded memory.
+        """
+        if not 0 <= seq <= MAX_SEQ or (
+            self.base is not None and not self.base - MAX_GAP <= seq <= self.end + MAX_GAP
+        ):
+            return False
         if self.base is None:
             self.base = seq
         if seq < self.base:
@@ -117,6 +131,7 @@ class Sequence:
             self.sigs.append(sig)
         elif self.sigs[index] == UNKNOWN:
             self.sigs[index] = sig
+        return True
 
     def extend(self, base: int, sigs: array) -> None:
         """Append a contiguous run of collectives starting at ``base``."""
@@ -169,8 +184,11 @@ class Trace:
         self.local_rank_prefixes = False
 
     def rank(self, rank: int) -> RankState:
+        """The state of ``rank``; ValueError when no job could have that rank."""
         state = self.ranks.get(rank)
         if state is None:
+            if not 0 <= rank <= MAX_RANK:
+                raise ValueError(f"rank {rank} is out of range")
             state = self.ranks[rank] = RankState()
         return state
 

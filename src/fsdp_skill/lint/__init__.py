@@ -8,6 +8,10 @@ cheap: the rules, the walker and the file discovery load on first use, and torch
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fsdp_skill.roots import Roots
 
 __all__ = ["lint_paths", "lint_source"]
 
@@ -39,6 +43,7 @@ def lint_paths(
     ignore: list[str] | None = None,
     torch_version: str | None = None,
     on_file: Callable[[int, int], None] | None = None,
+    roots: Roots | None = None,
 ) -> dict:
     """Lint files and folders (folders: ``*.py`` below, minus ``.gitignore`` and excludes).
 
@@ -46,13 +51,14 @@ def lint_paths(
     ``pyproject.toml``; ``select`` replaces its select list, ``ignore`` adds to its ignores,
     ``torch_version`` overrides its torch-version. Unreadable paths land in ``errors`` while
     the other files are still checked. ``on_file(done, total)`` is called after each file
-    (for a progress bar).
+    (for a progress bar). With ``roots`` (the MCP server's), no file outside them is read:
+    not a file found in a folder, nor a configuration file above one.
     """
     from fsdp_skill.lint import config, engine, files
 
     engine.chosen_codes(select, ignore)  # reject unknown codes before any work
     explicit_version = engine.resolve_version(torch_version) if torch_version else None
-    targets, problems = files.discover(list(paths) or ["."])
+    targets, problems = files.discover(list(paths) or ["."], roots)
     findings: list[dict] = []
     errors = [p.as_dict() for p in problems]
     checked = 0
@@ -72,7 +78,7 @@ def lint_paths(
             continue
         folder = path.parent
         if folder not in resolved:
-            resolved[folder] = config.for_folder(folder.resolve())
+            resolved[folder] = config.for_folder(folder.resolve(), roots)
         cfg = resolved[folder]
         codes = engine.chosen_codes(
             select if select is not None else (list(cfg.select) if cfg.select else None),

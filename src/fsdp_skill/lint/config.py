@@ -14,6 +14,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from fsdp_skill.errors import UsageError
+from fsdp_skill.roots import Roots
 
 _KEYS = {"select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "torch-version"}
 
@@ -52,10 +53,17 @@ def _strings(value: object, key: str, path: Path) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=256)
-def for_folder(folder: Path) -> LintConfig:
-    """The configuration that applies to files in ``folder`` (nearest pyproject.toml up)."""
+def for_folder(folder: Path, roots: Roots | None = None) -> LintConfig:
+    """The configuration that applies to files in ``folder`` (nearest pyproject.toml up).
+
+    With ``roots``, only ``pyproject.toml`` files inside them are looked at or read.
+    """
     for candidate in (folder, *folder.parents):
+        if roots is not None and not roots.contains(candidate):
+            break  # above the roots: nothing further up may be read
         path = candidate / "pyproject.toml"
+        if roots is not None and not roots.contains(path):
+            continue  # a link that leads out of the roots
         if path.is_file():
             return _read(path)
     return LintConfig()

@@ -15,8 +15,10 @@ import stat
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from fsdp_skill.lint import config, gitignore
+from fsdp_skill.roots import NOT_READ, Roots
 
 MAX_BYTES = 10 * 1024 * 1024
 """Larger files are reported, not read: no hand-written training script is this big."""
@@ -78,22 +80,24 @@ def _excluded(path: Path, cfg: config.LintConfig) -> bool:
     return False
 
 
-def _git_root(folder: Path) -> Path | None:
+def _git_root(folder: Path, roots: Roots | None) -> Path | None:
     for candidate in (folder, *folder.parents):
+        if roots is not None and not roots.contains(candidate):
+            return None  # above the roots: nothing there may be looked at
         if (candidate / ".git").exists():
             return candidate
     return None
 
 
-def _ancestor_ignores(folder: Path) -> list[gitignore.GitIgnore]:
+def _ancestor_ignores(folder: Path, roots: Roots | None) -> list[gitignore.GitIgnore]:
     """``.gitignore`` files of the folders above ``folder``, up to the repository root."""
-    root = _git_root(folder)
+    root = _git_root(folder, roots)
     if root is None:
         return []
     chain = []
     for candidate in reversed((folder.parent, *folder.parent.parents)):
         if candidate == root or root in candidate.parents:
-            ignore = gitignore.load(candidate)
+            ignore = gitignore.load(candidate, roots)
             if ignore is not None:
                 chain.append(ignore)
     return chain
@@ -108,13 +112,20 @@ def _is_ignored(path: Path, is_dir: bool, ignores: list[gitignore.GitIgnore]) ->
     return verdict
 
 
-def discover(paths: list[str]) -> tuple[list[Path], list[Problem]]:
-    """The files to lint and the paths that could not be used, in a stable order."""
+def discover(paths: list[str], roots: Roots | None = None) -> tuple[list[Path], list[Problem]]:
+    """The files to lint and the paths that could not be used, in a stable order.
+
+    With ``roots``, every file found, and every configuration read on the way, must pass
+    ``roots.admit``; a file that does not is reported instead of listed.
+    """
     found: list[Path] = []
     problems: list[Problem] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
+        if roots is not None and not roots.contains(path):
+            problems.append(Problem(raw, "outside the client's roots"))
+            continue
         try:
             info = path.stat()
         except OSError as exc:
@@ -122,13 +133,13 @@ def discover(paths: list[str]) -> tuple[list[Path], list[Problem]]:
             continue
         if stat.S_ISDIR(info.st_mode):
             absolute = path.resolve()
-            ignores = _ancestor_ignores(absolute)
-            _walk(path, absolute, ignores, found, problems, seen)
+            ignores = _ancestor_ignores(absolute, roots)
+            _walk(path, absolute, ignores, found, problems, seen, roots)
         elif not stat.S_ISREG(info.st_mode):
             # a pipe or a device could block or never end: lint code through `-` instead
             problems.append(Problem(raw, "not a regular file"))
         else:
-            if _excluded(path, config.for_folder(path.resolve().parent)):
+            if _excluded(path, config.for_folder(path.resolve().parent, roots)):
                 continue
             key = path.resolve()
             if key not in seen:
@@ -144,11 +155,12 @@ def _walk(
     found: list[Path],
     problems: list[Problem],
     seen: set[Path],
+    roots: Roots | None,
 ) -> None:
-    own = gitignore.load(absolute)
+    own = gitignore.load(absolute, roots)
     if own is not None:
         ignores = [*ignores, own]
-    cfg = config.for_folder(absolute)
+    cfg = config.for_folder(absolute, roots)
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
@@ -162,11 +174,14 @@ def _walk(
                 continue
             if _excluded(abs_path, cfg):
                 continue
-            _walk(path, abs_path, ignores, found, problems, seen)
+            _walk(path, abs_path, ignores, found, problems, seen, roots)
             continue
         if not entry.name.endswith(".py"):
             continue
         if _is_ignored(abs_path, False, ignores) or _excluded(abs_path, cfg):
+            continue
+        if roots is not None and not roots.contains(abs_path):  # before looking at its target
+            problems.append(Problem(str(path), NOT_READ))
             continue
         if entry.is_symlink():
             try:
@@ -189,14 +204,30 @@ def read_source(path: Path) -> str | Problem:
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            return Problem(
-                str(path), f"file too large ({size / 1e6:.1f} MB; limit {MAX_BYTES // 2**20} MiB)"
-            )
+            return Problem(str(path), _too_large(size))
         data = path.read_bytes()
     except OSError as exc:
         return Problem(str(path), _os_reason(exc))
+    return decode_source(data, str(path))
+
+
+def read_stream(stream: BinaryIO, name: str) -> str | Problem:
+    """Source read from a stream (stdin), with the same size limit as a file."""
+    data = stream.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        return Problem(name, _too_large(None))
+    return decode_source(data, name)
+
+
+def _too_large(size: int | None) -> str:
+    limit = f"limit {MAX_BYTES // 2**20} MiB"
+    return f"file too large ({size / 1e6:.1f} MB; {limit})" if size else f"more than the {limit}"
+
+
+def decode_source(data: bytes, name: str) -> str | Problem:
+    """Source bytes as text (UTF-8, or the encoding the file declares), or why not."""
     if b"\0" in data[:8192]:
-        return Problem(str(path), "binary file (contains NUL bytes)")
+        return Problem(name, "binary file (contains NUL bytes)")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -207,7 +238,7 @@ def read_source(path: Path) -> str | Problem:
             except (LookupError, UnicodeDecodeError):
                 pass
         return Problem(
-            str(path), f"not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start}"
+            name, f"not UTF-8: invalid byte 0x{data[exc.start]:02x} at offset {exc.start}"
         )
 
 

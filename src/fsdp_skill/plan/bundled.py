@@ -16,9 +16,13 @@ def names() -> list[str]:
 
 
 def path(name: str) -> Path | None:
-    """The bundled config file called ``name`` (case-insensitive), or None."""
-    candidate = CONFIG_DIR / f"{name.lower()}.json"
-    return candidate if candidate.is_file() else None
+    """The bundled config file called ``name`` (case-insensitive), or None.
+
+    Only the listed names count: ``name`` is never joined into a path, so ``../x`` or an
+    absolute path cannot name a file outside the bundled ones.
+    """
+    key = name.lower()
+    return CONFIG_DIR / f"{key}.json" if key in names() else None
 
 
 def load(name: str) -> dict[str, Any] | None:

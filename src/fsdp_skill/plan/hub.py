@@ -25,8 +25,12 @@ def _offline_hint() -> str:
     )
 
 
-def resolve(model_id: str) -> tuple[dict[str, Any], str]:
-    """The config dict of ``model_id`` and where it came from ("bundled" or "transformers")."""
+def resolve(model_id: str, local_paths: bool = True) -> tuple[dict[str, Any], str]:
+    """The config dict of ``model_id`` and where it came from ("bundled" or "transformers").
+
+    ``local_paths`` False: ``model_id`` is looked up in the hub (and its local cache) only,
+    never read as a local folder or file, whatever the working directory holds.
+    """
     local = bundled.load(model_id)
     if local is not None:
         return local, "bundled"
@@ -37,9 +41,10 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
             f"--model {model_id} needs transformers installed; pass --model-config config.json "
             f"or a bundled name ({', '.join(bundled.names())})"
         ) from None
+    load = AutoConfig.from_pretrained if local_paths else _from_hub_only
     with _quiet_hub():
         try:
-            config = AutoConfig.from_pretrained(model_id, local_files_only=True)
+            config = load(model_id, local_files_only=True)
         except Exception:  # not cached: try the hub below
             config = None
         if config is None:
@@ -49,7 +54,7 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
                     f"(offline); {_offline_hint()}"
                 )
             try:
-                config = AutoConfig.from_pretrained(model_id)
+                config = load(model_id)
             except Exception as exc:  # transformers raises OSError, ValueError, HTTP errors...
                 text = str(exc).strip()
                 reason = text.splitlines()[0] if text else type(exc).__name__
@@ -57,6 +62,16 @@ def resolve(model_id: str) -> tuple[dict[str, Any], str]:
                     f"cannot load the config of {model_id!r} ({reason}); {_offline_hint()}"
                 ) from None
     return config.to_dict(), "transformers"
+
+
+def _from_hub_only(model_id: str, local_files_only: bool = False) -> Any:
+    """AutoConfig of a hub repository, fetched (or taken from the cache) by repository id:
+    unlike ``AutoConfig.from_pretrained(model_id)`` it never reads ``model_id`` as a path."""
+    from huggingface_hub import hf_hub_download
+    from transformers import AutoConfig
+
+    file = hf_hub_download(model_id, "config.json", local_files_only=local_files_only)
+    return AutoConfig.from_pretrained(file)
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

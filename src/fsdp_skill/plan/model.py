@@ -102,13 +102,19 @@ class ModelSpec:
         }
 
 
+MAX_DIMENSION = 10**12
+"""The largest size a config field may give (layers, widths, vocabulary)."""
+
+
 def _int(config: dict[str, Any], *keys: str, default: int | None = None) -> int:
     """The first of ``keys`` present in ``config``, as a positive int."""
     for key in keys:
         value = config.get(key)
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise UsageError(f"model config: {key} must be a positive number, got {value!r}")
+            if value > MAX_DIMENSION:
+                raise UsageError(f"model config: {key} is out of range (at most 1e12)")
             if int(value) != value:
                 raise UsageError(f"model config: {key} must be a whole number, got {value!r}")
             return int(value)

@@ -37,8 +37,12 @@ def load_model(
     params: str | int | float | None = None,
     model_config: str | Path | dict | None = None,
     model: str | None = None,
+    local_paths: bool = True,
 ) -> tuple[ModelSpec, str]:
-    """The model from exactly one of a count, a config file (or dict), or a model id."""
+    """The model from exactly one of a count, a config file (or dict), or a model id.
+
+    ``local_paths`` False: a model id is a bundled name or a hub id, never a local path.
+    """
     given = [x for x in (params, model_config, model) if x is not None]
     if len(given) != 1:
         raise UsageError("give exactly one of --params, --model-config or --model")
@@ -51,21 +55,33 @@ def load_model(
         return from_hf_config(data, Path(model_config).stem), str(model_config)
     from fsdp_skill.plan.hub import resolve
 
-    data, source = resolve(str(model))
+    data, source = resolve(str(model), local_paths=local_paths)
     return from_hf_config(data, str(model)), source
 
 
+LIMITS = {
+    "--gpus": 1_000_000,
+    "--nodes": 100_000,
+    "--seq-len": 10_000_000,
+    "--micro-batch": 1_000_000,
+}
+"""The largest value each whole-number option takes (the MCP server's bounds too)."""
+
+
 def _positive_int(value: Any, what: str) -> int:
-    """``value`` as an int of at least 1 (a whole float or digit string is fine)."""
+    """``value`` as an int from 1 to ``LIMITS[what]`` (a whole float or digit string is fine)."""
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif isinstance(value, float) and value.is_integer():
         number = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 20:
         number = int(value)
     if number is None or number < 1:
-        raise UsageError(f"{what} must be a whole number of at least 1, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+        raise UsageError(f"{what} must be a whole number of at least 1, got {shown}")
+    if number > LIMITS[what]:
+        raise UsageError(f"{what} must be at most {LIMITS[what]:,}")
     return number
 
 
@@ -73,7 +89,7 @@ def _fraction(value: Any, what: str) -> float:
     """``value`` as a float in [0, 1)."""
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         number = -1.0
     if not 0 <= number < 1:
         raise UsageError(f"{what} must be a fraction in [0, 1), got {value!r}")
@@ -253,7 +269,8 @@ def plan(
     ``more`` takes ``headroom`` (fraction, default 0.1), ``attention`` ("sdpa" | "eager"),
     ``reduce_dtype`` ("fp32" | "bf16" | "fp16"), ``bandwidth`` and ``inter_node_bandwidth``
     (e.g. "150GB/s"), ``interconnect`` ("nvlink" | "pcie"), ``network`` ("infiniband" |
-    "ethernet"), ``cpu_memory`` (per node) and ``torch_version`` (default: installed).
+    "ethernet"), ``cpu_memory`` (per node), ``torch_version`` (default: installed) and
+    ``local_paths`` (default True; False: ``model`` is never read as a local path).
     With ``activation_checkpointing`` only checkpointed strategies are compared.
     Raises UsageError on bad input.
     """
@@ -267,11 +284,13 @@ def plan(
         "network",
         "cpu_memory",
         "torch_version",
+        "local_paths",
     }
     unknown = sorted(set(more) - known)
     if unknown:
         raise UsageError(f"unknown plan option(s): {', '.join(unknown)}")
-    spec, source = load_model(params, model_config, model)
+    local_paths = more.pop("local_paths", True) is not False
+    spec, source = load_model(params, model_config, model, local_paths)
     setup = build_setup(
         spec,
         gpus=gpus,

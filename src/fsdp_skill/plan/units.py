@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from fsdp_skill.errors import UsageError
@@ -44,32 +45,55 @@ _RATE_SUFFIX = {
 }
 
 
-def _positive(value: float, text: str, what: str) -> float:
-    if not value > 0:
-        raise UsageError(f"{what} must be greater than zero, got {text!r}")
-    return value
+MAX_COUNT = 1e15
+"""The largest parameter count read (a quadrillion: a thousand times the largest models)."""
+MAX_BYTES = 1e18
+"""The largest memory size read (an exabyte)."""
+MAX_RATE = 1e15
+"""The largest bandwidth read (a petabyte per second)."""
+
+
+def _in_range(value: float | int, text: object, what: str, most: float) -> float:
+    """``value`` as a finite float in (0, ``most``]; UsageError (one line) otherwise."""
+    shown = _shown(text)
+    try:
+        number = float(value)
+    except OverflowError:  # an int with hundreds of digits
+        number = math.inf
+    if math.isnan(number) or not number > 0:
+        raise UsageError(f"{what} must be greater than zero, got {shown}")
+    if number > most:
+        raise UsageError(f"{what} {shown} is out of range (at most {most:.0e})")
+    return number
+
+
+def _shown(text: object) -> str:
+    shown = repr(text) if isinstance(text, str) else str(text)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
 def parse_count(text: str | int | float, what: str = "parameter count") -> int:
     """A count such as ``7b``, ``70B``, ``1.3e9``, ``350M`` or ``124439808``, as an int."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(_positive(float(text), str(text), what))
+        return int(_in_range(text, text, what, MAX_COUNT))
     match = _COUNT.match(str(text))
     if not match or match.group(2).lower() not in _COUNT_SUFFIX:
-        raise UsageError(f"cannot read {what} {text!r}: use a number like 7b, 70B, 1.3e9 or 350M")
+        raise UsageError(
+            f"cannot read {what} {_shown(text)}: use a number like 7b, 70B, 1.3e9 or 350M"
+        )
     value = float(match.group(1)) * _COUNT_SUFFIX[match.group(2).lower()]
-    return int(round(_positive(value, str(text), what)))
+    return int(round(_in_range(value, text, what, MAX_COUNT)))
 
 
 def parse_bytes(text: str | int | float, what: str = "memory size") -> int:
     """A size such as ``80GB`` (10^9), ``80GiB`` (2^30) or a bare ``80`` (gigabytes), in bytes."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(_positive(float(text), str(text), what))
+        return int(_in_range(text, text, what, MAX_BYTES))
     match = _COUNT.match(str(text))
     if not match or match.group(2).lower() not in _BYTE_SUFFIX:
-        raise UsageError(f"cannot read {what} {text!r}: use a size like 80GB, 80GiB or 24G")
+        raise UsageError(f"cannot read {what} {_shown(text)}: use a size like 80GB, 80GiB or 24G")
     value = float(match.group(1)) * _BYTE_SUFFIX[match.group(2).lower()]
-    return int(_positive(value, str(text), what))
+    return int(_in_range(value, text, what, MAX_BYTES))
 
 
 def parse_bandwidth(text: str | int | float, what: str = "bandwidth") -> float:
@@ -78,11 +102,13 @@ def parse_bandwidth(text: str | int | float, what: str = "bandwidth") -> float:
     Capital ``B`` means bytes, small ``b`` bits, as network links are quoted.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _positive(float(text), str(text), what)
+        return _in_range(text, text, what, MAX_RATE)
     match = _RATE.match(str(text))
     if not match or match.group(2) not in _RATE_SUFFIX:
-        raise UsageError(f"cannot read {what} {text!r}: use a rate like 50GB/s, 400Gbps or 400Gb/s")
-    return _positive(float(match.group(1)) * _RATE_SUFFIX[match.group(2)], str(text), what)
+        raise UsageError(
+            f"cannot read {what} {_shown(text)}: use a rate like 50GB/s, 400Gbps or 400Gb/s"
+        )
+    return _in_range(float(match.group(1)) * _RATE_SUFFIX[match.group(2)], text, what, MAX_RATE)
 
 
 def format_bytes(value: float) -> str:

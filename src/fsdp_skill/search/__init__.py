@@ -15,6 +15,8 @@ from pathlib import Path
 from fsdp_skill.errors import UsageError
 
 MAX_K = 50
+MAX_ID = 300
+"""Characters a section id may have (the longest real one has under a hundred)."""
 
 
 def bundle_dir() -> Path:
@@ -106,6 +108,12 @@ def show(section_id: str, bundle: Path | None = None, with_pitfalls: bool = Fals
     section links and, for a guide, those its page lists in a section of links only.
     """
     from fsdp_skill.search import index
+
+    if len(section_id) > MAX_ID:
+        raise UsageError(
+            f"no section {section_id[:60]!r}… ({len(section_id):,} characters; "
+            f"section ids have at most {MAX_ID})"
+        )
 
     def lookup(db) -> tuple[dict | None, list[str]]:
         found = index.section(db, section_id)
