@@ -8,6 +8,7 @@ cheap: the rules, the walker and the file discovery load on first use, and torch
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 __all__ = ["lint_paths", "lint_source"]
 
@@ -39,27 +40,31 @@ def lint_paths(
     ignore: list[str] | None = None,
     torch_version: str | None = None,
     on_file: Callable[[int, int], None] | None = None,
+    project_root: str | None = None,
 ) -> dict:
     """Lint files and folders (folders: ``*.py`` below, minus ``.gitignore`` and excludes).
 
-    Configuration comes from ``[tool.fsdp-skill.lint]`` of each file's nearest
-    ``pyproject.toml``; ``select`` replaces its select list, ``ignore`` adds to its ignores,
-    ``torch_version`` overrides its torch-version. Unreadable paths land in ``errors`` while
-    the other files are still checked. ``on_file(done, total)`` is called after each file
-    (for a progress bar).
+    The files are linted as one project: imports between them, and into the other modules
+    of their packages (found from each file's top package folder, and from ``project_root``
+    if given), are followed. Configuration comes from ``[tool.fsdp-skill.lint]`` of each
+    file's nearest ``pyproject.toml``; ``select`` replaces its select list, ``ignore`` adds to
+    its ignores, ``torch_version`` overrides its torch-version. Unreadable paths land in
+    ``errors`` while the other files are still checked. ``on_file(done, total)`` is called
+    after each file (for a progress bar).
     """
     from fsdp_skill.lint import config, engine, files
+    from fsdp_skill.lint.project import Project
 
     engine.chosen_codes(select, ignore)  # reject unknown codes before any work
     explicit_version = engine.resolve_version(torch_version) if torch_version else None
     targets, problems = files.discover(list(paths) or ["."])
-    findings: list[dict] = []
     errors = [p.as_dict() for p in problems]
-    checked = 0
-    resolved: dict = {}  # folder -> its configuration (one lookup per folder)
-    for done, path in enumerate(targets, start=1):
-        if on_file is not None:
-            on_file(done, len(targets))
+    project = Project([Path(project_root)] if project_root else [])
+    for raw in paths or ["."]:
+        if Path(raw).is_dir():
+            project.add_root(Path(raw))
+    prepared = []
+    for path in targets:
         source = files.read_source(path)
         if isinstance(source, files.Problem):
             errors.append(source.as_dict())
@@ -70,20 +75,51 @@ def lint_paths(
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             errors.append(_parse_error(shown, exc))
             continue
-        folder = path.parent
-        if folder not in resolved:
-            resolved[folder] = config.for_folder(folder.resolve())
-        cfg = resolved[folder]
-        codes = engine.chosen_codes(
-            select if select is not None else (list(cfg.select) if cfg.select else None),
-            [*cfg.ignores_for(path), *(ignore or [])],
-        )
-        version = explicit_version or engine.resolve_version(cfg.torch_version)
-        checked += 1
-        found, problems = engine.lint_tree(tree, source, shown, codes, version)
-        findings += [f.as_dict() for f in found]
-        errors += [{"path": shown, "message": p} for p in problems]
-    return {"findings": findings, "files": checked, "errors": errors}
+        model = None
+        if engine.triggered(source):
+            model = _model(project, path, tree)
+            if model is None:
+                errors.append({"path": shown, "message": "too deeply nested to analyse"})
+                continue
+        prepared.append((path, shown, source, model))
+    findings: list[dict] = []
+    resolved: dict = {}  # folder -> its configuration (one lookup per folder)
+    try:
+        for done, (path, shown, source, model) in enumerate(prepared, start=1):
+            if on_file is not None:
+                on_file(done, len(prepared))
+            folder = path.parent
+            if folder not in resolved:
+                resolved[folder] = config.for_folder(folder.resolve())
+            cfg = resolved[folder]
+            if model is None:
+                continue
+            codes = engine.chosen_codes(
+                select if select is not None else (list(cfg.select) if cfg.select else None),
+                [*cfg.ignores_for(path), *(ignore or [])],
+            )
+            version = explicit_version or engine.resolve_version(cfg.torch_version)
+            found, problems = engine.lint_model(model, source, shown, codes, version)
+            findings += [f.as_dict() for f in found]
+            errors += [{"path": shown, "message": p} for p in problems]
+    finally:
+        project.release()
+    return {"findings": findings, "files": len(prepared), "errors": errors}
+
+
+def _model(project, path: Path, tree):
+    """The file model of a linted file, registered in the project (None: too deep)."""
+    from fsdp_skill.lint.core import FileModel
+    from fsdp_skill.lint.project import locate, package_of
+
+    root, name = locate(path)
+    project.add_root(root)
+    try:
+        model = FileModel(tree, package_of(name, path.name == "__init__.py"), name or None)
+    except RecursionError:
+        return None
+    project.add_target(path, model)
+    return model
 
 
 def _parse_error(path: str, exc: Exception) -> dict:

@@ -22,8 +22,17 @@ from fsdp_skill.lint.walker import Walker
 class FileModel(RankQueries, ShardQueries):
     """Everything the rules know about one module, built by one walk of its AST."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(
+        self, tree: ast.Module, package: str | None = None, name: str | None = None
+    ) -> None:
         self.tree = tree
+        self.package = package
+        """The package relative imports resolve against (None: unknown, they are skipped)."""
+        self.name = name
+        """This module's dotted name in its project (None: not known)."""
+        self.project = None
+        """The ``project.Project`` this module was linted in (calls into the project's other
+        modules are followed through it); set by the engine."""
         self.module = Func(None, "<module>", [])
         self.aliases: dict[str, str] = {}
         self.imports: list[tuple[ast.AST, str]] = []

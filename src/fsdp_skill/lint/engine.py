@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
@@ -106,15 +107,40 @@ def lint_tree(
     codes: set[str],
     version: tuple[int, int],
 ) -> tuple[list[Finding], list[str]]:
-    """Findings of the rules in ``codes`` on a parsed module, and the reasons the file could
-    not be fully checked (too deeply nested, or a rule that failed on it: the other rules
-    still run)."""
-    if not any(word in source for word in _TRIGGERS):
-        return [], []  # no torch, distributed or data-loading code at all
+    """Findings of the rules in ``codes`` on one parsed module on its own (no project: calls
+    into other modules lead nowhere), and the reasons it could not be fully checked."""
+    if not triggered(source):
+        return [], []
+    from fsdp_skill.lint.project import Project
+
     try:
         model = FileModel(tree)
     except RecursionError:
         return [], ["too deeply nested to analyse"]
+    project = Project()
+    project.add_target(Path(path), model)
+    try:
+        return lint_model(model, source, path, codes, version)
+    finally:
+        project.release()
+
+
+def triggered(source: str) -> bool:
+    """False for a file with no torch, distributed or data-loading code at all (no rule can
+    fire on it, so it is not analysed)."""
+    return any(word in source for word in _TRIGGERS)
+
+
+def lint_model(
+    model: FileModel,
+    source: str,
+    path: str,
+    codes: set[str],
+    version: tuple[int, int],
+) -> tuple[list[Finding], list[str]]:
+    """Findings of the rules in ``codes`` on a file model (of a project), and the reasons
+    the file could not be fully checked (too deeply nested, or a rule that failed on it: the
+    other rules still run)."""
     noqa = noqa_lines(source)
     findings = []
     problems = []
@@ -144,7 +170,6 @@ def lint_tree(
                     ref=f"pitfall:{rule.pitfall}",
                 )
             )
-    model.release()
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return findings, problems
 

@@ -74,3 +74,5 @@ class Assign:
     node: ast.AST
     owner: object = None
     """The function, class or module the bound name belongs to."""
+    unpacked: tuple[ast.expr, int] | None = None
+    """For ``a, b = helper()``: the unpacked value (``helper()``) and this name's position."""

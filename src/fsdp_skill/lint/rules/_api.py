@@ -87,6 +87,18 @@ def is_collective(m: FileModel, call: Call) -> str | None:
     return None
 
 
+def on_subset(call: Call) -> bool:
+    """True if the call may legitimately run on some ranks only: it names its own group
+    (the branch may select exactly the members), or it does not communicate at all."""
+    node = call.node
+    for kw in node.keywords:
+        if kw.arg in ("group", "process_group", "pg") and constant(kw.value) is not None:
+            return True
+        if kw.arg in ("no_dist", "use_local_synchronization") and constant(kw.value) is True:
+            return True
+    return False
+
+
 def is_optimizer(m: FileModel, call: Call) -> bool:
     """True if ``call`` builds a torch optimizer (``torch.optim.AdamW(...)`` and friends)."""
     name = m.call_name(call)

@@ -6,9 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import constant
 from fsdp_skill.lint.records import Branch, Call
-from fsdp_skill.lint.rules._api import is_collective
+from fsdp_skill.lint.rules._api import is_collective, on_subset
 
 CODE = "FSDP003"
 PITFALL = "collective-under-rank-condition"
@@ -28,22 +27,10 @@ def _collective_functions(m: FileModel) -> set[int]:
     return m.transitive(direct)
 
 
-def _on_subset(call: Call) -> bool:
-    """True if the call may legitimately run on some ranks only: it names its own group
-    (the branch may select exactly the members), or it does not communicate at all."""
-    node = call.node
-    for kw in node.keywords:
-        if kw.arg in ("group", "process_group", "pg") and constant(kw.value) is not None:
-            return True
-        if kw.arg in ("no_dist", "use_local_synchronization") and constant(kw.value) is True:
-            return True
-    return False
-
-
 def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
     op = is_collective(m, call)
     if op:
-        return None if _on_subset(call) else op
+        return None if on_subset(call) else op
     callee = m.local_callee(call)
     if callee is not None and id(callee) in functions:
         return f"{callee.name}() (it runs a collective)"

@@ -1,4 +1,4 @@
-"""FSDP005: NCCL with no per-rank device (no set_device, no device_id)."""
+"""FSDP005: NCCL with no per-rank device (no set_device anywhere on the way to it)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ _DEVICE_SETTERS = {"set_device", "set_device_index", "set_device_idx"}
 def fix(version: tuple[int, int]) -> str:
     advice = 'call torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) before initialising'
     if version >= versions.DEVICE_ID:
-        advice += ", or pass device_id=torch.device('cuda', local_rank) to init_process_group"
+        advice += (
+            "; passing device_id=torch.device('cuda', local_rank) as well binds the "
+            "communicator eagerly, but it does not set the current device"
+        )
     return advice
 
 
@@ -40,15 +43,21 @@ def _strings(m: FileModel, call: Call, expr: ast.expr | None) -> set[str] | None
     return out
 
 
-def _device_pinned(m: FileModel) -> bool:
-    if m.identifiers & _DEVICE_SETTERS:
+def _device_pinned(m: FileModel, call: Call) -> bool:
+    """True if this file, or code that runs around this initialisation, sets the device.
+
+    ``init_process_group(device_id=...)`` does not count: in torch 2.13 it binds the group to
+    that device (eager communicator init, barrier's device) but never calls set_device, so
+    ``.cuda()`` and ``torch.cuda.current_device()`` still mean cuda:0 on every rank."""
+    if m.identifiers & _DEVICE_SETTERS or m.calls_to("device", module="torch.cuda"):
+        return True  # ``with torch.cuda.device(local_rank):`` selects the device too
+    if any("CUDA_VISIBLE_DEVICES" == s.value for s in m.strings):
         return True
-    for call in m.calls_to("init_process_group", module="torch.distributed"):
-        if call_arg(call.node, -1, "device_id") is not None:
-            return True
-    if m.calls_to("device", module="torch.cuda"):
-        return True  # ``with torch.cuda.device(local_rank):`` selects the device
-    return any("CUDA_VISIBLE_DEVICES" == s.value for s in m.strings)
+    project = m.project
+    return any(
+        project.reaches(am, af, "set_device", loose=True)
+        for am, af in project.ancestors(m, call.func)
+    )
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
@@ -57,15 +66,25 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         backends = _strings(m, call, call_arg(call.node, 0, "backend"))
         if backends and any("nccl" in b for b in backends):
             uses.append(call)
-    if not uses or _device_pinned(m) or _cuda_mesh(m):
+    if not uses or _cuda_mesh(m):
         return
-    yield (
-        uses[0].node,
-        (
+    call = uses[0]
+    if not m.project.runs_from_entry(m, call.func):
+        return  # a helper for code outside the project: its callers choose the device
+    if _device_pinned(m, call):
+        return
+    if call_arg(call.node, -1, "device_id") is not None:
+        message = (
+            "init_process_group(device_id=...) binds the NCCL group to a device but does not "
+            "set the current device: .cuda() and torch.cuda.current_device() still mean cuda:0 "
+            "on every rank"
+        )
+    else:
+        message = (
             "init_process_group with NCCL but no per-rank device is set: every rank would use "
             "cuda:0 (hangs or 'Duplicate GPU detected')"
-        ),
-    )
+        )
+    yield call.node, message
 
 
 def _cuda_mesh(m: FileModel) -> bool:

@@ -21,12 +21,20 @@ def fix(version: tuple[int, int]) -> str:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
-    if "destroy_process_group" in m.identifiers:
+    inits = m.calls_to("init_process_group", module="torch.distributed")
+    if not inits:
         return
-    for call in m.calls_to("init_process_group", module="torch.distributed"):
+    project = m.project
+    for call in inits:
         func = call.func
-        if not func.is_module and not m.is_referenced(func):
-            continue  # a helper for other modules: its caller owns the teardown
+        if not project.runs_from_entry(m, func):
+            continue  # a helper for code outside the project: its caller owns the teardown
+        # a destroy counts only where it runs: in code that leads to this initialisation or
+        # is called from there (a cleanup function nobody calls does not count)
+        if any(
+            project.reaches(am, af, "destroy", loose=True) for am, af in project.ancestors(m, func)
+        ):
+            return
         yield (
             call.node,
             (

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import call_arg, constant, is_inside, key_of
+from fsdp_skill.lint.nodes import call_arg, constant, is_inside, key_of, last_name
 from fsdp_skill.lint.records import Assign
 from fsdp_skill.lint.rules._api import kwarg_is, last
 
@@ -57,8 +57,21 @@ def _meta_models(m: FileModel) -> Iterator[Assign]:
                 and value.func.attr == "to"
                 and (_is_meta(m, call_arg(value, 0, "device")))
             )
-            if (in_meta or on_meta or moved) and not _is_tensor_factory(m, value):
+            if _is_tensor_factory(m, value):
+                continue
+            if on_meta or moved or (in_meta and _constructs_module(m, value)):
                 yield a
+
+
+_FACTORIES = {"from_config", "_from_config", "from_pretrained"}
+
+
+def _constructs_module(m: FileModel, call: ast.Call) -> bool:
+    """True if a call under ``with torch.device("meta")`` builds a module: a class (``GPT(cfg)``,
+    ``nn.Linear(...)``) or a model factory (``AutoModel.from_config``). A plain function call
+    there (``measure_flops(meta_model, ...)``) computes something from a meta model instead."""
+    name = last_name(call.func) or ""
+    return name[:1].isupper() or name in _FACTORIES
 
 
 def _is_tensor_factory(m: FileModel, call: ast.Call) -> bool:
