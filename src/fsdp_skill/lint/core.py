@@ -174,6 +174,14 @@ class FileModel(RankQueries, ShardQueries):
             and call.node.func.attr == attr
         ]
 
+    def method_calls_on(self, key: str) -> list[Call]:
+        """Calls ``key.something(...)`` (``kwargs.update(...)``, ``sampler.set_epoch(e)``)."""
+        return [
+            call
+            for call in self.calls
+            if call.node.func.__class__ is ast.Attribute and key_of(call.node.func.value) == key
+        ]
+
     # -- scopes and values ------------------------------------------------------------------------
 
     def scope_for(self, key: str, func: Func) -> object:

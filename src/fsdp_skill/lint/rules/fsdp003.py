@@ -32,8 +32,11 @@ def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
     if op:
         return None if on_subset(call) else op
     callee = m.local_callee(call)
-    if callee is not None and id(callee) in functions:
-        return f"{callee.name}() (it runs a collective)"
+    if callee is not None:
+        return f"{callee.name}() (it runs a collective)" if id(callee) in functions else None
+    for owner, func in m.project.callees(m, call):
+        if owner is not m and m.project.reaches(owner, func, "collective"):
+            return f"{func.name}() (it runs a collective, in {owner.name or 'another module'})"
     return None
 
 
@@ -64,6 +67,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not guarded:
         return
     functions = _collective_functions(m) if any(m.local_callee(c) for c in guarded) else set()
+    # calls into the project's other modules are followed too (``m.project.callees``)
     by_branch: dict[Branch, list[tuple[Call, str]]] = {}
     for call in guarded:
         op = _collective_of(m, call, functions)

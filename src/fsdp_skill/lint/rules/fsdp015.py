@@ -122,10 +122,33 @@ def _initialised(m: FileModel) -> bool:
     return False
 
 
+def _returns_meta_model(m: FileModel, func) -> bool:
+    """True if ``func`` returns a module it builds on the meta device (cached per function)."""
+    key = ("returns-meta", id(func))
+    if key not in m.memo:
+        built = {a.key for a in _meta_models(m) if a.func is func} if _mentions_meta(m) else set()
+        m.memo[key] = any(key_of(r) in built for r in func.returns if key_of(r))
+    return m.memo[key]
+
+
+def _mentions_meta(m: FileModel) -> bool:
+    return m.uses("init_empty_weights") or any(s.value == "meta" for s in m.strings)
+
+
+def _from_helpers(m: FileModel) -> Iterator[Assign]:
+    """``model = build_model(cfg)`` where the helper (another module of the project, or this
+    file) builds the model on the meta device and returns it."""
+    for call in m.calls:
+        if call.name is not None and call.name.startswith("torch."):
+            continue
+        sites = m.project.callees(m, call)
+        if sites and any(_returns_meta_model(owner, func) for owner, func in sites):
+            yield from (a for a in m.bound_to(call.node) if not a.loop)
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
-    if not m.uses("init_empty_weights") and not any(s.value == "meta" for s in m.strings):
-        return
-    models = list(_meta_models(m))
+    models = list(_meta_models(m)) if _mentions_meta(m) else []
+    models += list(_from_helpers(m))
     if not models:
         return
     how = _materialisation(m)

@@ -1,0 +1,49 @@
+"""Project-wide analysis: each case has a bug and its fix, and the bug's cause and its
+finding live in different files (a helper module and the script that calls it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill.lint import lint_paths
+
+PROJECTS = Path(__file__).parent / "projects"
+
+CASES = [
+    # (folder, code, file the finding is reported in)
+    ("sampler_across_files", "FSDP008", "data_utils.py"),
+    ("device_in_caller", "FSDP005", "dist_utils.py"),
+    ("destroy_reachable", "FSDP014", "dist_utils.py"),
+    ("collective_helper", "FSDP003", "train.py"),
+    ("optimizer_from_helper", "FSDP001", "train.py"),
+    ("meta_from_helper", "FSDP015", "train.py"),
+    ("device_reexport", "FSDP005", "recipe.py"),
+]
+
+
+def _found(folder: Path) -> list[tuple[str, str]]:
+    result = lint_paths([str(folder)])
+    assert not result["errors"], result["errors"]
+    return [(Path(f["path"]).name, f["code"]) for f in result["findings"]]
+
+
+@pytest.mark.parametrize(("case", "code", "where"), CASES, ids=[c[0] for c in CASES])
+def test_bug_found_across_files(case, code, where):
+    assert (where, code) in _found(PROJECTS / case / "bug")
+
+
+@pytest.mark.parametrize(("case", "code", "where"), CASES, ids=[c[0] for c in CASES])
+def test_fix_in_another_file_is_seen(case, code, where):
+    assert all(c != code for _, c in _found(PROJECTS / case / "fix"))
+
+
+@pytest.mark.parametrize(("case", "code", "where"), CASES, ids=[c[0] for c in CASES])
+def test_one_file_alone_stays_silent_or_finds_the_same(case, code, where):
+    """Linted alone, a helper module has no callers: rules about what its callers do stay
+    silent rather than guess."""
+    helper = PROJECTS / case / "fix" / where
+    if helper.exists():
+        result = lint_paths([str(helper)])
+        assert all(f["code"] != code for f in result["findings"])
