@@ -44,7 +44,7 @@ class Finding:
 
 
 def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
-    """Upper-cased codes, prefixes expanded (``FSDP01`` -> FSDP010..FSDP018); None if None."""
+    """Upper-cased codes, prefixes expanded (``FSDP01`` -> FSDP010..FSDP019); None if None."""
     if codes is None:
         return None
     out: set[str] = set()
@@ -57,7 +57,7 @@ def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
             if not matched:
                 from fsdp_skill.errors import UsageError
 
-                raise UsageError(f"{option}: unknown rule code {code!r} (FSDP001..FSDP018)")
+                raise UsageError(f"{option}: unknown rule code {code!r} (FSDP001..FSDP025)")
             out |= matched
     return out
 
