@@ -176,10 +176,20 @@ def render(check) -> int:
 @click.option("--torch-version", metavar="X.Y", help="Fit the advice to this torch version.")
 @click.option("--explain", "explain_code", metavar="FSDPnnn", help="Print a rule's pitfall.")
 @click.option("--no-fix", is_flag=True, help="Text output: omit the fix line.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per code.")
 @click.option("--stdin-filename", default="<stdin>", help="Name to report for code read from -.")
 @json_option
 def lint_command(
-    paths, select, ignore, fmt, torch_version, explain_code, no_fix, stdin_filename, as_json
+    paths,
+    select,
+    ignore,
+    fmt,
+    torch_version,
+    explain_code,
+    no_fix,
+    statistics,
+    stdin_filename,
+    as_json,
 ) -> int:
     """Check training scripts for FSDP and torch.distributed mistakes (exit 1 on findings).
 
@@ -214,10 +224,15 @@ def lint_command(
             echo(f"{e['path']}: error: {e['message']}", err=True)
         first = result["errors"][0]
         raise UsageError(f"nothing could be read ({first['path']}: {first['message']})")
+    if statistics:
+        result["statistics"] = formats.statistics(result)
     if as_json or fmt == "json":
         emit_json(result)
     elif fmt == "sarif":
         emit_json(formats.sarif(result, __version__))
+    elif statistics:
+        for line in formats.statistics_text(result["statistics"]):
+            echo(line)
     else:
         for line in formats.text(result, show_fix=not no_fix):
             echo(line)

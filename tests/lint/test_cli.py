@@ -219,3 +219,23 @@ def test_stdin_is_linted_under_the_given_name(tmp_path: Path):
     assert result.code == 1
     (finding,) = result.json()["findings"]
     assert finding["path"] == "snippet.py" and finding["code"] == "FSDP003"
+
+
+def test_statistics_counts_findings_per_code(tmp_path):
+    from tests.cli import fsdp
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "if dist.get_rank() == 0:\n"
+        "    dist.barrier()\n",
+        encoding="utf-8",
+    )
+    result = fsdp("lint", str(script), "--statistics")
+    assert result.code == 1
+    lines = result.out.strip().splitlines()
+    assert sorted(line.split()[1] for line in lines[:-1]) == ["FSDP003", "FSDP014"]
+    assert lines[-1] == "2 findings"
+    stats = fsdp("lint", str(script), "--statistics", "--json").json()["statistics"]
+    assert {s["code"]: s["count"] for s in stats} == {"FSDP003": 1, "FSDP014": 1}
