@@ -1,10 +1,12 @@
-"""Lint throughput on a large generated corpus, next to ``ast.parse`` alone on the same files.
+"""Lint precision and throughput: the real-world corpus (pinned registry packages, judged
+findings, tuned part and hold-out), the planted fixture corpus (recall, clean files), and
+throughput on a large generated corpus, each next to ``ast.parse`` alone on the same files.
 
 The corpus is built from the lint test fixtures and clean training scripts: each generated
 module concatenates several of them (so files look like real, long training scripts), with
 names made unique per copy. Both measurements read every file from disk; the baseline then
 only parses, while lint also walks folders, loads configuration, builds the file model and
-runs all 18 rules. Times are CPU seconds of this process (the machine may be shared), best
+runs all 25 rules. Times are CPU seconds of this process (the machine may be shared), best
 of ``--repeat`` interleaved runs.
 
     python benchmarks/lint_bench.py [--files 400] [--per-file 8] [--repeat 3]
@@ -56,13 +58,87 @@ def time_lint(root: Path) -> tuple[float, int]:
     return time.process_time() - start, len(result["findings"])
 
 
+def real_world() -> None:
+    """Findings and precision on the judged real-world corpus, and its lines/s."""
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parent.parent.parent))
+    from tests.lint.realworld import corpus
+
+    verdicts = {v.key: v.verdict for v in corpus.verdicts()}
+    rows = {False: [0, 0, 0, 0, 0], True: [0, 0, 0, 0, 0]}  # files, lines, found, true, false
+    lint_s = parse_s = 0.0
+    for package in corpus.packages():
+        root = corpus.fetch(package)
+        paths = [root / p for p in package.paths]
+        start = time.process_time()
+        for path in paths:
+            ast.parse(path.read_bytes().decode("utf-8"), filename=str(path))
+        parse_s += time.process_time() - start
+        start = time.process_time()
+        found = corpus.lint_package(package, root)
+        lint_s += time.process_time() - start
+        row = rows[package.holdout]
+        row[0] += len(paths)
+        row[1] += corpus.lines_of(package, root)
+        row[2] += len(found)
+        for f in found:
+            verdict = verdicts.get((f["package"], f["path"], f["line"], f["code"]))
+            row[3] += verdict is True
+            row[4] += verdict is False
+    print("| real-world corpus | files | lines | findings | true | false | precision |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, held in (("tuned", False), ("hold-out", True)):
+        files, lines, found, true, false = rows[held]
+        precision = f"{true / found:.0%}" if found else "n/a"
+        print(f"| {label} | {files} | {lines:,} | {found} | {true} | {false} | {precision} |")
+    total = [a + b for a, b in zip(rows[False], rows[True], strict=True)]
+    precision = f"{total[3] / total[2]:.0%}" if total[2] else "n/a"
+    print(
+        f"| all | {total[0]} | {total[1]:,} | {total[2]} | {total[3]} | {total[4]} | {precision} |"
+    )
+    print()
+    print("| real-world speed | CPU s | lines/s |")
+    print("|---|---:|---:|")
+    print(f"| read + ast.parse (baseline) | {parse_s:.3f} | {total[1] / parse_s:,.0f} |")
+    print(f"| fsdp-skill lint, project-wide | {lint_s:.3f} | {total[1] / lint_s:,.0f} |")
+    print()
+
+
+def planted() -> None:
+    """Recall on the planted positives and silence on near misses and clean scripts."""
+    from fsdp_skill.lint import lint_paths
+
+    hits = positives = misses = near = 0
+    for path in sorted(FIXTURES.glob("FSDP*/*.py")):
+        codes = {f["code"] for f in lint_paths([str(path)])["findings"]}
+        if path.name.startswith("pos_"):
+            positives += 1
+            hits += path.parent.name in codes
+        else:
+            near += 1
+            misses += path.parent.name in codes
+    clean = sorted((FIXTURES / "clean").glob("*.py"))
+    clean_findings = sum(len(lint_paths([str(p)])["findings"]) for p in clean)
+    print("| planted corpus | n | result |")
+    print("|---|---:|---:|")
+    print(f"| positives found (recall) | {positives} | {hits / positives:.0%} |")
+    print(f"| near misses flagged | {near} | {misses} |")
+    print(f"| findings on clean training scripts | {len(clean)} | {clean_findings} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=400)
     parser.add_argument("--per-file", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-real-world", action="store_true", help="skip the fetched corpus")
     args = parser.parse_args()
 
+    if not args.no_real_world:
+        real_world()
+    planted()
     root = Path(tempfile.mkdtemp(prefix="lint-bench-"))
     try:
         lines = build_corpus(root, args.files, args.per_file)
@@ -82,7 +158,7 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     print(f"| read + ast.parse (baseline) | {parse_s:.3f} | {lines / parse_s:,.0f} | 1.00 |")
     print(
-        f"| fsdp-skill lint (all 18 rules) | {lint_s:.3f} | {lines / lint_s:,.0f} | "
+        f"| fsdp-skill lint (all 25 rules) | {lint_s:.3f} | {lines / lint_s:,.0f} | "
         f"{lint_s / parse_s:.2f} |"
     )
 
