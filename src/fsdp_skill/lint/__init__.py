@@ -52,10 +52,17 @@ def lint_paths(
     ``errors`` while the other files are still checked. ``on_file(done, total)`` is called
     after each file (for a progress bar).
     """
+    from fsdp_skill.lint import engine
+
+    engine.chosen_codes(select, ignore)  # reject unknown codes before any work
+    with engine.collector_paused():
+        return _lint_paths(paths, select, ignore, torch_version, on_file, project_root)
+
+
+def _lint_paths(paths, select, ignore, torch_version, on_file, project_root) -> dict:
     from fsdp_skill.lint import config, engine, files
     from fsdp_skill.lint.project import Project
 
-    engine.chosen_codes(select, ignore)  # reject unknown codes before any work
     explicit_version = engine.resolve_version(torch_version) if torch_version else None
     targets, problems = files.discover(list(paths) or ["."])
     errors = [p.as_dict() for p in problems]

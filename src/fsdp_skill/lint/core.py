@@ -45,6 +45,8 @@ class FileModel(RankQueries, ShardQueries):
         self.assigns: dict[str, list[Assign]] = {}
         self.identifiers: set[str] = set()
         self.strings: list[ast.Constant] = []
+        self.discarded: set[int] = set()
+        """Ids of the calls that are whole statements (their result is thrown away)."""
         self.globals_declared: set[tuple[int, str]] = set()
         self._counter = 0
         self._callee_cache: dict[int, Func | None] = {}

@@ -80,7 +80,8 @@ class Project:
         self._loaded = 0
         self._callees: dict[tuple[int, int, bool], list[Site]] = {}
         self._reach: dict[tuple[int, int, str, bool], bool] = {}
-        self._callers: dict[tuple[int, int], list[Site]] | None = None
+        self._callers: dict[str, list[tuple[FileModel, Call]]] | None = None
+        self._resolved_callers: dict[tuple[int, int], list[Site]] = {}
 
     # -- modules --------------------------------------------------------------------------------
 
@@ -98,6 +99,7 @@ class Project:
         if model.name:
             self._by_name.setdefault(model.name, model)
         self._callers = None
+        self._resolved_callers.clear()
 
     def _has_top(self, top: str) -> bool:
         if top not in self._tops:
@@ -193,6 +195,8 @@ class Project:
                 return _as_sites(*target)
         func = call.node.func
         if isinstance(func, ast.Attribute):
+            if _is_super(func.value):
+                return _base_methods(m, call.func, func.attr)
             cls = self._instance_class(m, func.value, call.func)
             if cls is not None:
                 owner, klass = cls
@@ -261,15 +265,13 @@ class Project:
     def ancestors(self, m: FileModel, func: Func) -> list[Site]:
         """``func`` and the functions of the linted files that call it, directly or through
         other calls (module-level code included); loose about unknown receivers."""
-        if self._callers is None:
-            self._callers = self._index_callers()
         seen = {(id(m), id(func))}
         out: list[Site] = [(m, func)]
         i = 0
         while i < len(out) and len(out) < _MAX_ANCESTORS:
             cm, cf = out[i]
             i += 1
-            for caller in self._callers.get((id(cm), id(cf)), ()):
+            for caller in self._callers_of(cm, cf):
                 k = (id(caller[0]), id(caller[1]))
                 if k not in seen:
                     seen.add(k)
@@ -288,24 +290,84 @@ class Project:
         ``if __name__ == "__main__":`` block) of a linted file leads to ``func``. False for a
         library helper that nothing in the project calls: its callers are elsewhere, and they
         may well do what the rule looks for."""
-        return any(af.is_module for _, af in self.ancestors(m, func))
+        return func.is_module or any(af.is_module for _, af in self.ancestors(m, func))
 
-    def _index_callers(self) -> dict[tuple[int, int], list[Site]]:
-        index: dict[tuple[int, int], list[Site]] = {}
+    def _callers_of(self, m: FileModel, func: Func) -> list[Site]:
+        """The functions of the linted files with a call that runs ``func`` (or hands it over
+        to run later). Only calls spelled with ``func``'s name are resolved: a call reaches a
+        project function through that name (``helper()``, ``obj.helper()``, ``Cls()`` for
+        ``__init__``, ``spawn(helper)``) or an import alias of it, which the index also holds."""
+        if func.is_module:
+            return []  # module-level code runs on import: nothing calls it
+        if self._callers is None:
+            self._callers = self._index_by_name()
+        names = [func.name]
+        if func.name == "__init__" and func.cls is not None:
+            names.append(func.cls.name)  # ``Cls(...)`` runs it, as does ``super().__init__()``
+        key = (id(m), id(func))
+        found = self._resolved_callers.get(key)
+        if found is None:
+            found = []
+            candidates = [c for name in names for c in self._callers.get(name, ())]
+            for t, call in candidates:
+                sites = self.callees(t, call, loose=True) + self.references(t, call)
+                if any(cm is m and cf is func for cm, cf in sites) and call.func is not func:
+                    found.append((t, call.func))
+            self._resolved_callers[key] = found
+        return found
+
+    def _index_by_name(self) -> dict[str, list[tuple[FileModel, Call]]]:
+        """``{name: [(linted file, call)]}``: each call under the last part of what it calls
+        (as written and through imports) and of the names it passes as arguments."""
+        index: dict[str, list[tuple[FileModel, Call]]] = {}
         for t in self.targets:
             for call in t.calls:
-                for cm, cf in self.callees(t, call, loose=True) + self.references(t, call):
-                    if cf is not call.func:
-                        index.setdefault((id(cm), id(cf)), []).append((t, call.func))
+                node = call.node
+                names = {last_name(node.func)}
+                if call.name:
+                    names.add(call.name.rsplit(".", 1)[-1])
+                for arg in node.args:
+                    names.add(last_name(arg))
+                for kw in node.keywords:
+                    names.add(last_name(kw.value))
+                for name in names:
+                    if name:
+                        index.setdefault(name, []).append((t, call))
         return index
 
     def release(self) -> None:
         """Free every model this project parsed (see ``FileModel.release``)."""
         for model in {id(m): m for m in [*self.targets, *self._models.values()] if m}.values():
             model.release()
+            model.project = None
+        self.targets = []
+        self._models.clear()
+        self._by_name.clear()
         self._callees.clear()
         self._reach.clear()
         self._callers = None
+        self._resolved_callers.clear()
+
+
+def _is_super(expr: ast.expr) -> bool:
+    return (
+        isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
+    )
+
+
+def _base_methods(m: FileModel, func: Func, name: str) -> list[Site]:
+    """``super().name()`` inside a class: method ``name`` of its base classes in this file."""
+    scope: Func | None = func
+    while scope is not None and scope.cls is None:
+        scope = scope.parent
+    if scope is None:
+        return []
+    out = []
+    for base in scope.cls.bases:
+        cls = m.classes.get(base.id) if isinstance(base, ast.Name) else None
+        if cls is not None and cls is not scope.cls and name in cls.methods:
+            out.append((m, cls.methods[name]))
+    return out
 
 
 def _as_sites(model: FileModel, target: Func | Class) -> list[Site]:

@@ -266,6 +266,8 @@ class Walker:
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
             return  # a docstring or bare string: prose, not code
+        if node.value.__class__ is ast.Call:
+            self.m.discarded.add(id(node.value))
         self.visit(node.value)
 
     def visit_Constant(self, node: ast.Constant) -> None:

@@ -23,11 +23,13 @@ def fix(version: tuple[int, int]) -> str:
     )
 
 
-def _shard_events(m: FileModel) -> list[tuple[Call, str]]:
-    """(call, key sharded) for direct sharding calls and local helpers that shard an argument."""
+def _shard_events(m: FileModel, funcs: set[int]) -> list[tuple[Call, str]]:
+    """(call, key sharded) for direct sharding calls and helpers (of this file or another
+    module of the project) that shard an argument, in the functions ``funcs`` (ids)."""
     events = []
     candidates = m.calls_to("fully_shard", "FullyShardedDataParallel", module="torch.distributed")
     candidates += [c for c in m.calls if c.name is None or not c.name.startswith("torch.")]
+    candidates = [c for c in candidates if id(c.func) in funcs and (c.node.args or c.node.keywords)]
     for call in sorted(set(candidates), key=lambda c: c.order):
         if shard_kind(m.call_name(call)) is not None:
             node = call.node
@@ -120,7 +122,8 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     sites = list(_optimizer_sites(m))
     if not sites:
         return
-    events = _shard_events(m)  # sharding calls here, or helpers (maybe elsewhere) that shard
+    # sharding calls, or helpers (maybe elsewhere) that shard, where an optimizer is built
+    events = _shard_events(m, {id(opt.func) for opt, _ in sites})
     if not events:
         return
     for opt, owners in sites:

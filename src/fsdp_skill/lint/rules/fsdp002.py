@@ -66,12 +66,11 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         for later, other, other_inside in events:
             if later.func is not call.func or later.order <= call.order:
                 continue
-            if exclusive(_arms_of(m, call), call.node, later.node):
-                continue  # if/else arms: never both run
             origins = m.origins(other, later.func)
             below = other_inside and is_inside(other, key)
             below = below or any(is_inside(o, key) and o != key for o in origins)
-            if below:
+            if below and not exclusive(_arms_of(m, call), call.node, later.node):
+                # (the if/else arms are looked at last: they cost a walk of the function)
                 yield (
                     call.node,
                     (

@@ -135,43 +135,48 @@ def _mentions_meta(m: FileModel) -> bool:
     return m.uses("init_empty_weights") or any(s.value == "meta" for s in m.strings)
 
 
-def _from_helpers(m: FileModel) -> Iterator[Assign]:
+def _from_helpers(m: FileModel, kept: bool) -> Iterator[Assign]:
     """``model = build_model(cfg)`` where the helper (another module of the project, or this
-    file) builds the model on the meta device and returns it."""
+    file) builds the model on the meta device and returns it. ``kept``: only models that stay
+    in this file's view (the others cannot be reported, so their helpers are not looked up)."""
     for call in m.calls:
         if call.name is not None and call.name.startswith("torch."):
             continue
+        bound = [a for a in m.bound_to(call.node) if not a.loop and not (kept and _escapes(m, a))]
+        if not bound:
+            continue
         sites = m.project.callees(m, call)
         if sites and any(_returns_meta_model(owner, func) for owner, func in sites):
-            yield from (a for a in m.bound_to(call.node) if not a.loop)
+            yield from bound
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
-    models = list(_meta_models(m)) if _mentions_meta(m) else []
-    models += list(_from_helpers(m))
-    if not models:
-        return
     how = _materialisation(m)
+    if how in ("fsdp1", "assign") or (how == "to_empty" and _initialised(m)):
+        return  # whatever is built on meta gets real storage here
+    models = list(_meta_models(m)) if _mentions_meta(m) else []
     if how is None:
+        models = [a for a in models if not _escapes(m, a)] + list(_from_helpers(m, kept=True))
         for a in models:
-            if not _escapes(m, a):
-                yield (
-                    a.node,
-                    (
-                        f"`{a.key}` is built on the meta device and never materialised: its "
-                        "parameters have no storage (call to_empty, then initialise)"
-                    ),
-                )
-    elif how == "to_empty" and not _initialised(m):
-        empty = next(
-            c
-            for c in m.calls
-            if isinstance(c.node.func, ast.Attribute) and c.node.func.attr == "to_empty"
-        )
-        yield (
-            empty.node,
-            (
-                "to_empty allocates uninitialised memory, and no parameter init follows "
-                "(reset_parameters, init_weights or a checkpoint load): training starts from garbage"
-            ),
-        )
+            yield (
+                a.node,
+                (
+                    f"`{a.key}` is built on the meta device and never materialised: its "
+                    "parameters have no storage (call to_empty, then initialise)"
+                ),
+            )
+        return
+    if not models and next(_from_helpers(m, kept=False), None) is None:
+        return
+    empty = next(
+        c
+        for c in m.calls
+        if isinstance(c.node.func, ast.Attribute) and c.node.func.attr == "to_empty"
+    )
+    yield (
+        empty.node,
+        (
+            "to_empty allocates uninitialised memory, and no parameter init follows "
+            "(reset_parameters, init_weights or a checkpoint load): training starts from garbage"
+        ),
+    )

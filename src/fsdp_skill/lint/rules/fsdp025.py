@@ -31,14 +31,11 @@ def fix(version: tuple[int, int]) -> str:
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not m.uses(*CONVERSIONS):
         return
-    for node in ast.walk(m.tree):
-        if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
-            continue
-        name = m.call_name(node.value) or ""
-        tail = name.rsplit(".", 1)[-1]
-        if tail in CONVERSIONS and name.startswith("torch.distributed.fsdp"):
+    for call in m.calls_to(*CONVERSIONS, module="torch.distributed.fsdp"):
+        if id(call.node) in m.discarded:
+            tail = call.name.rsplit(".", 1)[-1]
             yield (
-                node.value,
+                call.node,
                 (
                     f"the result of {tail}(...) is discarded: it returns the state dict to "
                     "load, it does not load it into the optimizer"
