@@ -1,5 +1,6 @@
 """The real-world lint corpus: fetch the pinned registry archives, lint the listed paths, and
-compare the findings with the judged verdicts.
+compare the findings with the judged verdicts; and the GitHub-only part (``github.toml``),
+whose files stay outside the repository and are linted again only when a local copy is given.
 
 Used by ``tests/lint/test_realworld.py`` and ``benchmarks/lint_bench.py``. The archives land in
 a cache outside the repository (``$FSDP_SKILL_CORPUS_CACHE``, default
@@ -26,6 +27,9 @@ else:  # pragma: no cover
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.toml"
 VERDICTS = HERE / "verdicts.toml"
+GITHUB = HERE / "github.toml"
+GITHUB_CHECKOUT = "FSDP_SKILL_GITHUB_CORPUS"
+"""Environment variable: a folder holding the GitHub files as ``<owner>__<repo>/<path>``."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,37 @@ class Verdict:
     code: str
     verdict: bool
     reason: str
+    judged: str = "before"
 
     @property
     def key(self) -> tuple[str, str, int, str]:
         return (self.package, self.path, self.line, self.code)
+
+
+@dataclass(frozen=True)
+class GithubFile:
+    repo: str
+    path: str
+    commit: str
+    url: str
+    holdout: bool = False
+
+
+@dataclass(frozen=True)
+class GithubVerdict:
+    repo: str
+    path: str
+    line: int
+    code: str
+    verdict: bool
+    judged: str
+    reason: str
+    fixed: bool = False
+    fixtures: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        return (self.repo, self.path, self.line, self.code)
 
 
 class FetchError(RuntimeError):
@@ -78,9 +109,65 @@ def packages() -> list[Package]:
 def verdicts() -> list[Verdict]:
     data = tomllib.loads(VERDICTS.read_text(encoding="utf-8"))
     return [
-        Verdict(v["package"], v["path"], v["line"], v["code"], v["verdict"] == "true", v["reason"])
+        Verdict(
+            v["package"],
+            v["path"],
+            v["line"],
+            v["code"],
+            v["verdict"] == "true",
+            v["reason"],
+            v.get("judged", "before"),
+        )
         for v in data.get("verdict", [])
     ]
+
+
+def github() -> tuple[list[GithubFile], list[GithubVerdict]]:
+    """The GitHub-only files and the verdicts on their findings (``github.toml``)."""
+    data = tomllib.loads(GITHUB.read_text(encoding="utf-8"))
+    files = [
+        GithubFile(f["repo"], f["path"], f["commit"], f["url"], f.get("holdout", False))
+        for f in data.get("file", [])
+    ]
+    verdicts = [
+        GithubVerdict(
+            v["repo"],
+            v["path"],
+            v["line"],
+            v["code"],
+            v["verdict"] == "true",
+            v["judged"],
+            v["reason"],
+            v.get("fixed", False),
+            tuple(v.get("fixtures", ())),
+        )
+        for v in data.get("verdict", [])
+    ]
+    return files, verdicts
+
+
+def github_checkout() -> Path | None:
+    """The local copy of the GitHub files, if one is given (see ``GITHUB_CHECKOUT``)."""
+    configured = os.environ.get(GITHUB_CHECKOUT)
+    return Path(configured) if configured and Path(configured).is_dir() else None
+
+
+def lint_github(checkout: Path, files: list[GithubFile]) -> list[dict]:
+    """Findings on the local copy, one project per repository (its folder is the root)."""
+    from fsdp_skill.lint import lint_paths
+
+    out = []
+    for repo in sorted({f.repo for f in files}):
+        folder = checkout / repo.replace("/", "__")
+        wanted = [folder / f.path for f in files if f.repo == repo]
+        present = [str(p) for p in wanted if p.is_file()]
+        if not present:
+            continue
+        result = lint_paths(present, project_root=str(folder))
+        for f in result["findings"]:
+            rel = Path(f["path"]).resolve().relative_to(folder.resolve()).as_posix()
+            out.append({**f, "path": rel, "repo": repo})
+    return out
 
 
 def cache_dir() -> Path:
