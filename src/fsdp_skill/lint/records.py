@@ -40,6 +40,8 @@ class Branch:
 
     node: ast.If
     orelse: bool
+    after_exit: bool = False
+    """The code after ``if <rank test>: return`` (it runs on the other ranks only)."""
 
 
 @dataclass(eq=False, slots=True)

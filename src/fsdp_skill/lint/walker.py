@@ -23,6 +23,8 @@ class Walker:
         self.loop = 0
         self.withs: tuple[ast.Call, ...] = ()
         self.cls: Class | None = None
+        self.exit_guard: Branch | None = None
+        """Set by an ``if <rank test>: return``: the branch the rest of its block runs in."""
 
     def _order(self) -> int:
         m = self.m
@@ -49,8 +51,12 @@ class Walker:
         """Operators and load/store markers: nothing below them."""
 
     def visit_many(self, nodes: list) -> None:
+        saved = self.branch
         for node in nodes:
             self.visit(node)
+            if self.exit_guard is not None:  # the rest of this block runs on some ranks only
+                self.branch, self.exit_guard = self.exit_guard, None
+        self.branch = saved
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -129,6 +135,8 @@ class Walker:
             self.branch = Branch(node, True)
         self.visit_many(node.orelse)
         self.branch = saved
+        if rank and not node.orelse and node.body and _exits(node.body[-1]):
+            self.exit_guard = Branch(node, True, after_exit=True)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
@@ -273,6 +281,12 @@ class Walker:
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and len(node.value) < 300:
             self.m.strings.append(node)
+
+
+def _exits(statement: ast.stmt) -> bool:
+    """True if the statement returns: the ranks that take the branch skip the rest. (A
+    ``raise`` is an error path, not a choice of ranks: it says nothing about who goes on.)"""
+    return isinstance(statement, ast.Return)
 
 
 def _absolute(package: str | None, level: int, module: str | None) -> str | None:

@@ -78,7 +78,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         other = Branch(branch.node, not branch.orelse)
         if other in by_branch:
             continue  # both arms communicate: a matched pair (e.g. broadcast_object_list)
-        if branch.orelse and not branch.node.orelse:
+        if branch.orelse and not branch.node.orelse and not branch.after_exit:
             continue
         if any((id(call.func), op) in paired for call, op in hits):
             continue
@@ -87,11 +87,14 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         call, op = hits[0]
         test = ast.unparse(branch.node.test)
         test = test if len(test) <= 60 else test[:57] + "..."
-        where = "else-branch of" if branch.orelse else "branch"
+        if branch.after_exit:
+            where = f"after `if {test}: return`"
+        else:
+            where = f"in the {'else-branch of' if branch.orelse else 'branch'} `if {test}`"
         yield (
             call.node,
             (
-                f"`{op}` runs only in the {where} `if {test}`: the other ranks never join "
-                "this collective and the job hangs"
+                f"`{op}` runs only {where}: the other ranks never join this collective and "
+                "the job hangs"
             ),
         )

@@ -73,7 +73,17 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         return  # a helper for code outside the project: its callers choose the device
     if _device_pinned(m, call):
         return
-    if call_arg(call.node, -1, "device_id") is not None:
+    around = {id(am): am for am, _ in m.project.ancestors(m, call.func)} | {id(m): m}
+    if any(_places_per_rank(am) for am in around.values()):
+        default = next((d for am in around.values() for d in _default_device_uses(am)), None)
+        if default is None:
+            return  # every CUDA use in sight names its per-rank device: nothing lands on cuda:0
+        message = (
+            "init_process_group with NCCL but no per-rank device is set: the work placed on "
+            f"per-rank devices is fine, but `{ast.unparse(default.node.func)}()` (line "
+            f"{default.line}) and every other call without a device act on cuda:0 on every rank"
+        )
+    elif call_arg(call.node, -1, "device_id") is not None:
         message = (
             "init_process_group(device_id=...) binds the NCCL group to a device but does not "
             "set the current device: .cuda() and torch.cuda.current_device() still mean cuda:0 "
@@ -85,6 +95,84 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
             "cuda:0 (hangs or 'Duplicate GPU detected')"
         )
     yield call.node, message
+
+
+_DEFAULT_DEVICE_CALLS = {
+    "synchronize",
+    "empty_cache",
+    "reset_peak_memory_stats",
+    "memory_allocated",
+    "max_memory_allocated",
+    "memory_reserved",
+    "max_memory_reserved",
+    "memory_stats",
+    "mem_get_info",
+    "current_device",
+}
+
+
+def _per_rank(m: FileModel, expr: ast.expr | None, call: Call) -> bool:
+    """True if ``expr`` is a device index that differs per process (not a constant)."""
+    if expr is None:
+        return False
+    if isinstance(expr, ast.JoinedStr):  # f"cuda:{rank}"
+        return any(isinstance(v, ast.FormattedValue) for v in expr.values)
+    values = m.resolve(expr, call.func)
+    return bool(values) and not all(isinstance(v, ast.Constant) for v in values)
+
+
+def _places_per_rank(m: FileModel) -> bool:
+    """True if the file puts its work on per-rank devices by name: ``DDP(device_ids=[i])``,
+    FSDP1 ``device_id=i``, ``torch.device("cuda", i)``, ``torch.device(f"cuda:{i}")``,
+    ``.to(rank)`` / ``.cuda(rank)`` (``i`` not a constant). The ``device_id`` of
+    ``init_process_group`` does not count: it binds the group, it places no work."""
+    group_devices = {
+        id(call_arg(c.node, -1, "device_id"))
+        for c in m.calls_to("init_process_group", module="torch.distributed")
+    }
+    for call in m.calls:
+        if id(call.node) in group_devices:
+            continue
+        node = call.node
+        name = call.name or ""
+        tail = name.rsplit(".", 1)[-1] if name else ""
+        if tail in ("DistributedDataParallel", "FullyShardedDataParallel"):
+            ids = call_arg(node, -1, "device_ids")
+            if isinstance(ids, (ast.List, ast.Tuple)) and ids.elts:
+                if _per_rank(m, ids.elts[0], call):
+                    return True
+            if _per_rank(m, call_arg(node, -1, "device_id"), call):
+                return True
+        elif name == "torch.device":
+            index = node.args[1] if len(node.args) == 2 else (node.args[0] if node.args else None)
+            if len(node.args) == 2 and constant(node.args[0]) != "cuda":
+                continue
+            if _per_rank(m, index, call):
+                return True
+        elif call.name is None and isinstance(node.func, ast.Attribute) and node.args:
+            index = node.args[0]
+            if node.func.attr in ("to", "cuda") and m.is_rank_expr(index, call.func):
+                if _per_rank(m, index, call):
+                    return True
+    return False
+
+
+def _default_device_uses(m: FileModel) -> Iterator[Call]:
+    """Calls that act on the current CUDA device: ``torch.cuda.synchronize()`` and friends
+    without a device, ``.cuda()`` without an index, ``dist.barrier()`` without device_ids."""
+    for call in m.calls:
+        node = call.node
+        name = call.name or ""
+        if node.args or any(kw.arg in ("device", "device_ids") for kw in node.keywords):
+            continue
+        if name.startswith("torch.cuda.") and name.rsplit(".", 1)[-1] in _DEFAULT_DEVICE_CALLS:
+            yield call
+        elif name == "torch.distributed.barrier":
+            yield call
+        elif (
+            call.name is None and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda"
+        ):
+            yield call
 
 
 def _cuda_mesh(m: FileModel) -> bool:
