@@ -11,9 +11,6 @@ def main():
     for layer in model:
         fully_shard(layer)
     fully_shard(model)
-    model.to_empty(device="cpu")
-    for layer in model:
-        layer.reset_parameters()
     optimizer = torch.optim.AdamW(model.parameters())
     model(torch.randn(2, 16)).sum().backward()
     optimizer.step()
