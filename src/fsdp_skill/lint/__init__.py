@@ -1,7 +1,8 @@
 """``fsdp-skill lint``: static checks of FSDP and torch.distributed training code.
 
 Public API (the CLI and the MCP server call these): ``lint_paths`` and ``lint_source``, both
-returning ``{"findings": [...], "files": int, "errors": [...]}``. Importing this package is
+returning ``{"findings": [...], "files": int, "errors": [...]}``, and ``fix_paths`` for
+``--diff`` / ``--fix``. Importing this package is
 cheap: the rules, the walker and the file discovery load on first use, and torch never does.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["lint_paths", "lint_source"]
+__all__ = ["fix_paths", "lint_paths", "lint_source"]
 
 
 def lint_source(
@@ -59,7 +60,85 @@ def lint_paths(
         return _lint_paths(paths, select, ignore, torch_version, on_file, project_root)
 
 
-def _lint_paths(paths, select, ignore, torch_version, on_file, project_root) -> dict:
+def fix_paths(
+    paths: list[str],
+    write: bool,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    torch_version: str | None = None,
+    project_root: str | None = None,
+) -> dict:
+    """The mechanical fixes of ``lint_paths``'s findings: ``{"fixes": [{"path", "line",
+    "code", "description"}], "diff": str, "errors": [...], "findings": [...], "files"}``.
+
+    ``write=False`` (``--diff``): nothing is written, ``findings`` are today's. ``write=True``
+    (``--fix``): each changed file is written aside and renamed into place (mode bits kept;
+    a symlink's target is written); a file that changed on disk meanwhile, or that does not
+    parse, is never touched; ``findings`` are those left after the fixes."""
+    from fsdp_skill.lint import engine, fixes
+
+    engine.chosen_codes(select, ignore)
+    plans: list = []
+
+    def planner(model, source, shown, path, codes) -> None:
+        found = fixes.plan(model, source, shown, codes)
+        found.file = path
+        plans.append(found)
+
+    with engine.collector_paused():
+        result = _lint_paths(
+            paths, select, ignore, torch_version, None, project_root, planner=planner
+        )
+    errors = list(result["errors"])
+    applied, diff = [], []
+    for item in plans:
+        if item.problem:
+            errors.append({"path": item.path, "message": item.problem})
+        if item.fixed is None:
+            continue
+        diff.append(item.diff())
+        if write:
+            problem = _write_fixed(item)
+            if problem:
+                errors.append({"path": item.path, "message": problem})
+                continue
+        applied += item.applied
+    if write and applied:
+        result = lint_paths(paths, select, ignore, torch_version, project_root=project_root)
+        errors = [e for e in errors if e not in result["errors"]] + result["errors"]
+    return {
+        "findings": result["findings"],
+        "files": result["files"],
+        "errors": errors,
+        "fixes": applied,
+        "diff": "".join(diff),
+    }
+
+
+def _write_fixed(item) -> str | None:
+    """Write a fixed file atomically; the reason it was not written, or None."""
+    from fsdp_skill.atomic import write_bytes
+
+    target = Path(item.file).resolve()  # a symlink stays a link: its target gets the fix
+    try:
+        data = target.read_bytes()
+    except OSError as exc:
+        return f"not fixed: cannot read it again ({exc.strerror or exc})"
+    bom = data.startswith(b"\xef\xbb\xbf")
+    try:
+        current = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return "not fixed: only UTF-8 files are rewritten"
+    if current != item.source:
+        return "not fixed: the file changed while it was being linted"
+    try:
+        write_bytes(target, item.fixed.encode("utf-8-sig" if bom else "utf-8"))
+    except OSError as exc:
+        return f"not fixed: cannot write it ({exc.strerror or exc})"
+    return None
+
+
+def _lint_paths(paths, select, ignore, torch_version, on_file, project_root, planner=None) -> dict:
     from fsdp_skill.lint import config, engine, files
     from fsdp_skill.lint.project import Project
 
@@ -109,6 +188,8 @@ def _lint_paths(paths, select, ignore, torch_version, on_file, project_root) -> 
             found, problems = engine.lint_model(model, source, shown, codes, version)
             findings += [f.as_dict() for f in found]
             errors += [{"path": shown, "message": p} for p in problems]
+            if planner is not None:
+                planner(model, source, shown, path, codes)
     finally:
         project.release()
     return {"findings": findings, "files": len(prepared), "errors": errors}

@@ -92,7 +92,8 @@ def noqa_lines(source: str) -> dict[int, set[str] | None]:
     return out
 
 
-def _suppressed(noqa: dict[int, set[str] | None], node: ast.AST, code: str) -> bool:
+def suppressed(noqa: dict[int, set[str] | None], node: ast.AST, code: str) -> bool:
+    """True if a ``# noqa`` of the file, or of the node's first or last line, silences ``code``."""
     first = getattr(node, "lineno", 0)
     last = getattr(node, "end_lineno", first) or first
     for line in (0, first, last):
@@ -159,7 +160,7 @@ def lint_model(
             problems.append(f"{rule.code} failed on this file: {type(exc).__name__}: {exc}")
             continue
         for node, message in hits:
-            if _suppressed(noqa, node, rule.code):
+            if suppressed(noqa, node, rule.code):
                 continue
             findings.append(
                 Finding(
