@@ -130,8 +130,10 @@ def test_destroy_ends_a_spawned_worker(tmp_path):
         ('    print("training")', '    if input():\n        return\n    print("training")'),
         # setup is called twice: which call's end?
         ("    setup()\n", "    setup()\n    setup()\n"),
+        # a decorator may skip setup (accelerate's test scripts use such skips)
+        ("def setup():", "@require_gpu\ndef setup():"),
     ],
-    ids=["init-under-if", "early-return", "two-callers"],
+    ids=["init-under-if", "early-return", "two-callers", "decorated-setup"],
 )
 def test_destroy_is_not_added_where_the_end_is_ambiguous(tmp_path, change):
     text = MAIN_WITHOUT_DESTROY.replace(*change)

@@ -130,10 +130,28 @@ def _entry_body(m: FileModel, func) -> list[ast.stmt] | None:
         if len(sites) != 1 or not _plain(m, sites[0]):
             return None
         site = sites[0]
+        if site.func.is_module and func is not start:
+            return _function_body(func)  # main(): its decorators may wrap it, not skip parts
+        if _decorated(m, func):
+            return None  # a decorator may skip the call that creates the group
         if site.func.is_module:
-            return _module_body_of(m, site.node) if func is start else _function_body(func)
+            return _module_body_of(m, site.node)
         func = site.func
     return None
+
+
+_TRANSPARENT = ("torch.distributed.elastic.multiprocessing.errors.record",)
+"""Decorators that always run the function they wrap (``record`` only logs its errors)."""
+
+
+def _decorated(m: FileModel, func) -> bool:
+    """True if ``func`` has a decorator that might not run it (``@require_suite``-style skips):
+    a destroy after it could then meet a group that was never created."""
+    for decorator in func.node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if (m.qualname(target) or "") not in _TRANSPARENT:
+            return True
+    return False
 
 
 def _function_body(func) -> list[ast.stmt] | None:
