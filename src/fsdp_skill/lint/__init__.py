@@ -200,7 +200,7 @@ def _model(project, path: Path, tree):
     from fsdp_skill.lint.core import FileModel
     from fsdp_skill.lint.project import locate, package_of
 
-    root, name = locate(path)
+    root, name = locate(path, project.packages)
     project.add_root(root)
     try:
         model = FileModel(tree, package_of(name, path.name == "__init__.py"), name or None)

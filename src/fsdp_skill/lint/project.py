@@ -49,16 +49,24 @@ _LIBRARY_DEVICE_SETUP = (
 Site = tuple["FileModel", Func]
 
 
-def locate(path: Path) -> tuple[Path, str]:
+def locate(path: Path, packages: dict | None = None) -> tuple[Path, str]:
     """The folder imports of ``path`` resolve from, and its dotted module name there: the
-    folder above its outermost package (folders with ``__init__.py``)."""
+    folder above its outermost package (folders with ``__init__.py``). ``packages`` caches
+    the answer per folder (files of one folder share it)."""
     path = path.resolve()
-    parts = [] if path.name == "__init__.py" else [path.stem]
-    folder = path.parent
-    while (folder / "__init__.py").is_file() and folder.parent != folder:
-        parts.insert(0, folder.name)
-        folder = folder.parent
-    return folder, ".".join(parts)
+    leaf = [] if path.name == "__init__.py" else [path.stem]
+    cached = packages.get(path.parent) if packages is not None else None
+    if cached is None:
+        parts: list[str] = []
+        folder = path.parent
+        while (folder / "__init__.py").is_file() and folder.parent != folder:
+            parts.insert(0, folder.name)
+            folder = folder.parent
+        cached = (folder, parts)
+        if packages is not None:
+            packages[path.parent] = cached
+    root, parts = cached
+    return root, ".".join([*parts, *leaf])
 
 
 def package_of(name: str, is_init: bool) -> str:
@@ -71,6 +79,9 @@ class Project:
 
     def __init__(self, roots: Iterable[Path] = ()) -> None:
         self.roots: list[Path] = []
+        self._root_set: set[Path] = set()
+        self.packages: dict[Path, tuple[Path, list[str]]] = {}
+        """Folder -> (import root, package parts): ``locate``'s cache for this run."""
         self._tops: dict[str, bool] = {}
         for root in roots:
             self.add_root(Path(root))
@@ -87,7 +98,8 @@ class Project:
 
     def add_root(self, root: Path) -> None:
         root = root.resolve()
-        if root not in self.roots:
+        if root not in self._root_set:
+            self._root_set.add(root)
             self.roots.append(root)
             self._tops.clear()
 
@@ -319,20 +331,28 @@ class Project:
     def _index_by_name(self) -> dict[str, list[tuple[FileModel, Call]]]:
         """``{name: [(linted file, call)]}``: each call under the last part of what it calls
         (as written and through imports) and of the names it passes as arguments."""
+        # only names the linted files define can lead to a function whose callers are asked
+        # for (the climb starts in a linted file and only ever finds callers there)
+        defined: set[str] = set()
+        for t in self.targets:
+            defined.update(f.name for f in t.all_functions)
+            defined.update(t.classes)
         index: dict[str, list[tuple[FileModel, Call]]] = {}
+        name_class, attr_class = ast.Name, ast.Attribute
         for t in self.targets:
             for call in t.calls:
                 node = call.node
-                names = {last_name(node.func)}
-                if call.name:
-                    names.add(call.name.rsplit(".", 1)[-1])
-                for arg in node.args:
-                    names.add(last_name(arg))
-                for kw in node.keywords:
-                    names.add(last_name(kw.value))
-                for name in names:
-                    if name:
+                for expr in (node.func, *node.args, *(kw.value for kw in node.keywords)):
+                    cls = expr.__class__
+                    name = (
+                        expr.id if cls is name_class else expr.attr if cls is attr_class else None
+                    )
+                    if name in defined:
                         index.setdefault(name, []).append((t, call))
+                if call.name:  # an import alias: ``from .utils import helper as h``
+                    tail = call.name.rsplit(".", 1)[-1]
+                    if tail in defined and tail != last_name(node.func):
+                        index.setdefault(tail, []).append((t, call))
         return index
 
     def release(self) -> None:
