@@ -59,50 +59,113 @@ def time_lint(root: Path) -> tuple[float, int]:
 
 
 def real_world() -> None:
-    """Findings and precision on the judged real-world corpus, and its lines/s."""
+    """Findings and precision on the judged real-world corpus (registry packages and, given a
+    local copy, the GitHub-only files), tuned part and hold-out apart, and its lines/s."""
     import sys
 
     sys.path.insert(0, str(FIXTURES.parent.parent.parent))
     from tests.lint.realworld import corpus
 
-    verdicts = {v.key: v.verdict for v in corpus.verdicts()}
-    rows = {False: [0, 0, 0, 0, 0], True: [0, 0, 0, 0, 0]}  # files, lines, found, true, false
+    rows: dict[str, list] = {}  # label -> [files, lines, found, true, false]
     lint_s = parse_s = 0.0
-    for package in corpus.packages():
-        root = corpus.fetch(package)
-        paths = [root / p for p in package.paths]
+    lines_all = 0
+
+    def add(label: str, paths: list[Path], found: list, verdict_of) -> None:
+        row = rows.setdefault(label, [0, 0, 0, 0, 0])
+        row[0] += len(paths)
+        row[1] += sum(p.read_bytes().count(b"\n") + 1 for p in paths)
+        row[2] += len(found)
+        for f in found:
+            verdict = verdict_of(f)
+            row[3] += verdict is True
+            row[4] += verdict is False
+
+    def timed_parse(paths: list[Path]) -> float:
         start = time.process_time()
         for path in paths:
             ast.parse(path.read_bytes().decode("utf-8"), filename=str(path))
-        parse_s += time.process_time() - start
+        return time.process_time() - start
+
+    verdicts = {v.key: v.verdict for v in corpus.verdicts()}
+    for package in corpus.packages():
+        root = corpus.fetch(package)
+        paths = [root / p for p in package.paths]
+        parse_s += timed_parse(paths)
         start = time.process_time()
         found = corpus.lint_package(package, root)
         lint_s += time.process_time() - start
-        row = rows[package.holdout]
-        row[0] += len(paths)
-        row[1] += corpus.lines_of(package, root)
-        row[2] += len(found)
-        for f in found:
-            verdict = verdicts.get((f["package"], f["path"], f["line"], f["code"]))
-            row[3] += verdict is True
-            row[4] += verdict is False
-    print("| real-world corpus | files | lines | findings | true | false | precision |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for label, held in (("tuned", False), ("hold-out", True)):
-        files, lines, found, true, false = rows[held]
-        precision = f"{true / found:.0%}" if found else "n/a"
-        print(f"| {label} | {files} | {lines:,} | {found} | {true} | {false} | {precision} |")
-    total = [a + b for a, b in zip(rows[False], rows[True], strict=True)]
-    precision = f"{total[3] / total[2]:.0%}" if total[2] else "n/a"
+        label = "registry, hold-out" if package.holdout else "registry, tuned"
+        add(
+            label,
+            paths,
+            found,
+            lambda f: verdicts.get((f["package"], f["path"], f["line"], f["code"])),
+        )
+
+    files, gh_verdicts = corpus.github()
+    gh = {v.key: v for v in gh_verdicts}
+    checkout = corpus.github_checkout()
+    held = {f.repo for f in files if f.holdout}
+    if checkout is not None:
+        paths = [checkout / f.repo.replace("/", "__") / f.path for f in files]
+        parse_s += timed_parse(paths)
+        start = time.process_time()
+        found = corpus.lint_github(checkout, files)
+        lint_s += time.process_time() - start
+        for part in (False, True):
+            mine = [f for f in files if f.holdout == part]
+            add(
+                "GitHub, hold-out" if part else "GitHub, tuned",
+                [checkout / f.repo.replace("/", "__") / f.path for f in mine],
+                [f for f in found if (f["repo"] in held) == part],
+                lambda f: getattr(
+                    gh.get((f["repo"], f["path"], f["line"], f["code"])), "verdict", None
+                ),
+            )
     print(
-        f"| all | {total[0]} | {total[1]:,} | {total[2]} | {total[3]} | {total[4]} | {precision} |"
+        "| real-world corpus, findings now | files | lines | findings | true | false | precision |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    total = [0, 0, 0, 0, 0]
+    for label, row in rows.items():
+        total = [a + b for a, b in zip(total, row, strict=True)]
+        print(_row(label, row))
+    print(_row("all", total))
+    lines_all = total[1]
+    if checkout is None:
+        print(f"(GitHub-only files not linted: set {corpus.GITHUB_CHECKOUT} to a local copy)")
+    print()
+    print("| as judged when first linted, before any rule change | findings | true | precision |")
+    print("|---|---:|---:|---:|")
+    first = [v for v in corpus.verdicts() if v.judged == "before"]
+    print(_judged("registry packages", [v.verdict for v in first]))
+    for part, label in ((False, "GitHub, tuned"), (True, "GitHub, hold-out")):
+        mine = [v.verdict for v in gh_verdicts if v.judged == "before" and (v.repo in held) == part]
+        print(_judged(label, mine))
+    print(
+        _judged(
+            "all",
+            [v.verdict for v in first] + [v.verdict for v in gh_verdicts if v.judged == "before"],
+        )
     )
     print()
     print("| real-world speed | CPU s | lines/s |")
     print("|---|---:|---:|")
-    print(f"| read + ast.parse (baseline) | {parse_s:.3f} | {total[1] / parse_s:,.0f} |")
-    print(f"| fsdp-skill lint, project-wide | {lint_s:.3f} | {total[1] / lint_s:,.0f} |")
+    print(f"| read + ast.parse (baseline) | {parse_s:.3f} | {lines_all / parse_s:,.0f} |")
+    print(f"| fsdp-skill lint, project-wide | {lint_s:.3f} | {lines_all / lint_s:,.0f} |")
     print()
+
+
+def _row(label: str, row: list) -> str:
+    files, lines, found, true, false = row
+    precision = f"{true / found:.0%}" if found else "n/a"
+    return f"| {label} | {files} | {lines:,} | {found} | {true} | {false} | {precision} |"
+
+
+def _judged(label: str, verdicts: list[bool]) -> str:
+    true = sum(verdicts)
+    precision = f"{true / len(verdicts):.0%}" if verdicts else "n/a"
+    return f"| {label} | {len(verdicts)} | {true} | {precision} |"
 
 
 def planted() -> None:

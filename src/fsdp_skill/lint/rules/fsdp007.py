@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.edits import Edit, Text
 from fsdp_skill.lint.nodes import call_arg, has_splat, is_under
 from fsdp_skill.lint.rules._api import DTYPES, dtype_of, last, policy_calls
+
+if TYPE_CHECKING:
+    from fsdp_skill.lint.edits import Edit, Text
 
 CODE = "FSDP007"
 PITFALL = "low-precision-gradient-reduction"
@@ -54,6 +57,8 @@ def edit(m: FileModel, node: ast.AST, text: Text) -> list[Edit] | None:
     """``reduce_dtype=torch.float32``: the low-precision value replaced, or the keyword added
     after the last argument; only when the dtype is spelled ``<torch module>.<dtype>`` here
     (a dtype that comes from a variable or a config is not rewritten)."""
+    from fsdp_skill.lint.edits import Edit
+
     if not isinstance(node, ast.Call):
         return None
     reduce_expr = call_arg(node, 1, "reduce_dtype")

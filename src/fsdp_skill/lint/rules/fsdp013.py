@@ -5,10 +5,13 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.edits import Edit, Text, string_literal
 from fsdp_skill.lint.nodes import constant
+
+if TYPE_CHECKING:
+    from fsdp_skill.lint.edits import Edit, Text
 
 CODE = "FSDP013"
 PITFALL = "deprecated-distributed-launch"
@@ -83,6 +86,8 @@ def edit(m: FileModel, node: ast.AST, text: Text) -> list[Edit] | None:
     under torchrun) and the flag is dropped (torchrun has no such flag). Without it the
     launcher hands the script ``--local-rank=N`` (torch/distributed/launch.py), which torchrun
     never does, so such a line is left to the user."""
+    from fsdp_skill.lint.edits import Edit, string_literal
+
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         value = node.value
         if not _LAUNCH_CMD.search(value) or not _USE_ENV.search(value):

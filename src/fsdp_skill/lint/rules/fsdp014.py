@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.edits import Edit, Text
+
+if TYPE_CHECKING:
+    from fsdp_skill.lint.edits import Edit, Text
 
 CODE = "FSDP014"
 PITFALL = "process-group-never-destroyed"
@@ -60,6 +63,8 @@ def edit(m: FileModel, node: ast.AST, text: Text) -> list[Edit] | None:
       module-level code: after the last statement of the module, or of the ``__main__``
       block that initialises);
     - the module the initialisation is called through (``dist.``) names the destroy too."""
+    from fsdp_skill.lint.edits import Edit
+
     call = m.call_of.get(id(node))
     name = _destroy_name(m, node) if call is not None else None
     if name is None or not _plain(m, call):
