@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.nodes import constant
+from fsdp_skill.lint.rules._api import spawn_calls
 
 if TYPE_CHECKING:
     from fsdp_skill.lint.edits import Edit, Text
@@ -37,7 +38,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         if name == "torch.distributed.launch" or name.startswith("torch.distributed.launch."):
             yield node, "imports torch.distributed.launch, which is deprecated: use torchrun"
     calls = m.method_calls("add_argument") if "add_argument" in m.identifiers else []
-    if calls and _spawns_workers(m):
+    if calls and spawn_calls(m):
         calls = []  # its workers get their index from spawn: the flag is no launcher's protocol
     for call in calls:
         flags = [constant(a) for a in call.node.args]
@@ -51,19 +52,6 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
             )
     if any("torch.distributed.launch" in node.value for node in m.strings):
         yield from _launch_commands(m)
-
-
-def _spawns_workers(m: FileModel) -> bool:
-    """True if the script starts its own worker processes (``torch.multiprocessing.spawn`` and
-    ``start_processes`` pass each worker its index): no launcher hands it a ``--local_rank``.
-    An unresolved ``mp.spawn(worker, nprocs=n)`` (``mp`` from a star import) counts too: the
-    ``nprocs`` keyword is that function's."""
-    if m.calls_to("spawn", "start_processes", module="torch.multiprocessing"):
-        return True
-    return any(
-        call.name is None and any(kw.arg == "nprocs" for kw in call.node.keywords)
-        for call in m.method_calls("spawn")
-    )
 
 
 def _launch_commands(m: FileModel) -> Iterator[tuple[ast.AST, str]]:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.rules._api import spawn_calls, spawned_function
 
 if TYPE_CHECKING:
     from fsdp_skill.lint.edits import Edit, Text
@@ -168,25 +169,8 @@ def _function_body(func) -> list[ast.stmt] | None:
 
 
 def _spawned(m: FileModel, func) -> bool:
-    """True if ``func`` is the worker that ``torch.multiprocessing.spawn`` (or
-    ``start_processes``, or an unresolved ``x.spawn(fn, nprocs=n)``) starts."""
-    for call in m.calls:
-        name = call.name or ""
-        node = call.node
-        spawn = name.rsplit(".", 1)[-1] in ("spawn", "start_processes") and name.startswith(
-            "torch.multiprocessing"
-        )
-        spawn = spawn or (
-            call.name is None
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "spawn"
-            and any(kw.arg == "nprocs" for kw in node.keywords)
-        )
-        target = node.args[0] if node.args else None
-        target = next((kw.value for kw in node.keywords if kw.arg == "fn"), target)
-        if spawn and m.function_ref(target, call.func) is func:
-            return True
-    return False
+    """True if ``func`` is the worker a spawn call starts (see ``_api.spawn_calls``)."""
+    return any(spawned_function(m, call) is func for call in spawn_calls(m))
 
 
 def _contains(statement: ast.stmt, node: ast.AST) -> bool:
