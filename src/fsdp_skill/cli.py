@@ -197,16 +197,31 @@ def render(check) -> int:
 @click.option("--torch-version", metavar="X.Y", help="Fit the advice to this torch version.")
 @click.option("--explain", "explain_code", metavar="FSDPnnn", help="Print a rule's pitfall.")
 @click.option("--no-fix", is_flag=True, help="Text output: omit the fix line.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per code.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the mechanical fixes as a diff.")
+@click.option("--fix", "apply_fix", is_flag=True, help="Apply the mechanical fixes in place.")
 @click.option("--stdin-filename", default="<stdin>", help="Name to report for code read from -.")
 @json_option
 def lint_command(
-    paths, select, ignore, fmt, torch_version, explain_code, no_fix, stdin_filename, as_json
+    paths,
+    select,
+    ignore,
+    fmt,
+    torch_version,
+    explain_code,
+    no_fix,
+    statistics,
+    show_diff,
+    apply_fix,
+    stdin_filename,
+    as_json,
 ) -> int:
     """Check training scripts for FSDP and torch.distributed mistakes (exit 1 on findings).
 
     PATHS are files or folders (default: .); folders are searched for *.py, honouring
     .gitignore and [tool.fsdp-skill.lint] exclude; - reads code from stdin. Silence one
-    line with # noqa: FSDPnnn.
+    line with # noqa: FSDPnnn. --diff prints the mechanical fixes (FSDP007 reduce_dtype,
+    FSDP013 launch lines, FSDP014 destroy_process_group) as a diff; --fix writes them.
     """
     from fsdp_skill.lint import formats, lint_paths, lint_source
     from fsdp_skill.lint.explain import explain_rule
@@ -223,6 +238,8 @@ def lint_command(
         "ignore": list(ignore) or None,
         "torch_version": torch_version,
     }
+    if show_diff or apply_fix:
+        return _lint_fixes(list(paths), show_diff, apply_fix, fmt, as_json, no_fix, options)
     if list(paths) == ["-"]:
         from fsdp_skill.lint.files import Problem, read_stream
 
@@ -240,13 +257,53 @@ def lint_command(
             echo(f"{e['path']}: error: {e['message']}", err=True)
         first = result["errors"][0]
         raise UsageError(f"nothing could be read ({first['path']}: {first['message']})")
+    if statistics:
+        result["statistics"] = formats.statistics(result)
     if as_json or fmt == "json":
         emit_json(result)
     elif fmt == "sarif":
         emit_json(formats.sarif(result, __version__))
+    elif statistics:
+        for line in formats.statistics_text(result["statistics"]):
+            echo(line)
     else:
         for line in formats.text(result, show_fix=not no_fix):
             echo(line)
+    return 1 if result["findings"] or result["errors"] else 0
+
+
+def _lint_fixes(paths, show_diff, apply_fix, fmt, as_json, no_fix, options) -> int:
+    """``lint --diff`` (print the fixes, write nothing) and ``lint --fix`` (apply them)."""
+    from fsdp_skill.lint import fix_paths, formats
+
+    if show_diff and apply_fix:
+        raise UsageError("--diff and --fix: choose one (--diff shows what --fix would write)")
+    if paths == ["-"]:
+        raise UsageError("--diff/--fix need files: code read from stdin has nowhere to go back")
+    if fmt == "sarif":
+        raise UsageError("--diff/--fix print text or --json, not SARIF")
+    result = fix_paths(paths or ["."], write=apply_fix, **options)
+    if result["files"] == 0 and result["errors"]:
+        for e in result["errors"]:
+            echo(f"{e['path']}: error: {e['message']}", err=True)
+        first = result["errors"][0]
+        raise UsageError(f"nothing could be read ({first['path']}: {first['message']})")
+    if as_json or fmt == "json":
+        emit_json(result)
+    else:
+        fixes = result["fixes"]
+        files = len({f["path"] for f in fixes})
+        counted = f"{len(fixes)} fix{'es' * (len(fixes) != 1)} in {files} file{'s' * (files != 1)}"
+        if show_diff:
+            if result["diff"]:
+                sys.stdout.write(result["diff"])
+            echo(f"would apply {counted} (run with --fix to write them)", err=True)
+        else:
+            for f in fixes:
+                echo(f"fixed: {f['path']}:{f['line']}: {f['code']} {f['description']}")
+            for line in formats.text(result, show_fix=not no_fix):
+                echo(line)
+            echo(f"applied {counted}", err=True)
     return 1 if result["findings"] or result["errors"] else 0
 
 

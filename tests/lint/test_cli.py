@@ -248,3 +248,23 @@ def test_the_readme_lint_example_is_what_lint_prints_on_a_shipped_file():
         result = fsdp("lint", path, cwd=repo)
         assert result.code == 1
         assert result.out == shown, f"README shows another output than lint prints for {path}"
+
+
+def test_statistics_counts_findings_per_code(tmp_path):
+    from tests.cli import fsdp
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        "if dist.get_rank() == 0:\n"
+        "    dist.barrier()\n",
+        encoding="utf-8",
+    )
+    result = fsdp("lint", str(script), "--statistics")
+    assert result.code == 1
+    lines = result.out.strip().splitlines()
+    assert sorted(line.split()[1] for line in lines[:-1]) == ["FSDP003", "FSDP014"]
+    assert lines[-1] == "2 findings"
+    stats = fsdp("lint", str(script), "--statistics", "--json").json()["statistics"]
+    assert {s["code"]: s["count"] for s in stats} == {"FSDP003": 1, "FSDP014": 1}

@@ -54,3 +54,18 @@ def test_advice_only_names_apis_the_version_has(code, version):
     for api, since in NEWER_APIS.items():
         if version < since:
             assert api not in advice, f"{code} advises {api} for torch {version}"
+
+
+def test_device_id_does_not_set_the_current_device_in_installed_torch():
+    """FSDP005 and its pitfall say that ``init_process_group(device_id=...)`` binds the group
+    to a device without calling ``set_device``: check that in the installed torch's source."""
+    import inspect
+
+    import torch.distributed.distributed_c10d as c10d
+
+    source = inspect.getsource(c10d.init_process_group)
+    assert "device_id" in inspect.signature(c10d.init_process_group).parameters
+    assert "bound_device_id" in inspect.getsource(c10d._new_process_group_helper)
+    assert "set_device" not in source
+    text = " ".join(knowledge.pitfall("nccl-without-per-rank-device").cause.split())
+    assert "never calls `set_device`" in text

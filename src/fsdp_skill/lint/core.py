@@ -22,8 +22,17 @@ from fsdp_skill.lint.walker import Walker
 class FileModel(RankQueries, ShardQueries):
     """Everything the rules know about one module, built by one walk of its AST."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(
+        self, tree: ast.Module, package: str | None = None, name: str | None = None
+    ) -> None:
         self.tree = tree
+        self.package = package
+        """The package relative imports resolve against (None: unknown, they are skipped)."""
+        self.name = name
+        """This module's dotted name in its project (None: not known)."""
+        self.project = None
+        """The ``project.Project`` this module was linted in (calls into the project's other
+        modules are followed through it); set by the engine."""
         self.module = Func(None, "<module>", [])
         self.aliases: dict[str, str] = {}
         self.imports: list[tuple[ast.AST, str]] = []
@@ -36,6 +45,8 @@ class FileModel(RankQueries, ShardQueries):
         self.assigns: dict[str, list[Assign]] = {}
         self.identifiers: set[str] = set()
         self.strings: list[ast.Constant] = []
+        self.discarded: set[int] = set()
+        """Ids of the calls that are whole statements (their result is thrown away)."""
         self.globals_declared: set[tuple[int, str]] = set()
         self._counter = 0
         self._callee_cache: dict[int, Func | None] = {}
@@ -163,6 +174,14 @@ class FileModel(RankQueries, ShardQueries):
             if call.name is None
             and call.node.func.__class__ is ast.Attribute
             and call.node.func.attr == attr
+        ]
+
+    def method_calls_on(self, key: str) -> list[Call]:
+        """Calls ``key.something(...)`` (``kwargs.update(...)``, ``sampler.set_epoch(e)``)."""
+        return [
+            call
+            for call in self.calls
+            if call.node.func.__class__ is ast.Attribute and key_of(call.node.func.value) == key
         ]
 
     # -- scopes and values ------------------------------------------------------------------------

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
@@ -43,7 +47,7 @@ class Finding:
 
 
 def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
-    """Upper-cased codes, prefixes expanded (``FSDP01`` -> FSDP010..FSDP018); None if None."""
+    """Upper-cased codes, prefixes expanded (``FSDP01`` -> FSDP010..FSDP019); None if None."""
     if codes is None:
         return None
     out: set[str] = set()
@@ -56,7 +60,7 @@ def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
             if not matched:
                 from fsdp_skill.errors import UsageError
 
-                raise UsageError(f"{option}: unknown rule code {code!r} (FSDP001..FSDP018)")
+                raise UsageError(f"{option}: unknown rule code {code!r} (FSDP001..FSDP025)")
             out |= matched
     return out
 
@@ -88,7 +92,8 @@ def noqa_lines(source: str) -> dict[int, set[str] | None]:
     return out
 
 
-def _suppressed(noqa: dict[int, set[str] | None], node: ast.AST, code: str) -> bool:
+def suppressed(noqa: dict[int, set[str] | None], node: ast.AST, code: str) -> bool:
+    """True if a ``# noqa`` of the file, or of the node's first or last line, silences ``code``."""
     first = getattr(node, "lineno", 0)
     last = getattr(node, "end_lineno", first) or first
     for line in (0, first, last):
@@ -106,15 +111,40 @@ def lint_tree(
     codes: set[str],
     version: tuple[int, int],
 ) -> tuple[list[Finding], list[str]]:
-    """Findings of the rules in ``codes`` on a parsed module, and the reasons the file could
-    not be fully checked (too deeply nested, or a rule that failed on it: the other rules
-    still run)."""
-    if not any(word in source for word in _TRIGGERS):
-        return [], []  # no torch, distributed or data-loading code at all
+    """Findings of the rules in ``codes`` on one parsed module on its own (no project: calls
+    into other modules lead nowhere), and the reasons it could not be fully checked."""
+    if not triggered(source):
+        return [], []
+    from fsdp_skill.lint.project import Project
+
     try:
         model = FileModel(tree)
     except RecursionError:
         return [], ["too deeply nested to analyse"]
+    project = Project()
+    project.add_target(Path(path), model)
+    try:
+        return lint_model(model, source, path, codes, version)
+    finally:
+        project.release()
+
+
+def triggered(source: str) -> bool:
+    """False for a file with no torch, distributed or data-loading code at all (no rule can
+    fire on it, so it is not analysed)."""
+    return any(word in source for word in _TRIGGERS)
+
+
+def lint_model(
+    model: FileModel,
+    source: str,
+    path: str,
+    codes: set[str],
+    version: tuple[int, int],
+) -> tuple[list[Finding], list[str]]:
+    """Findings of the rules in ``codes`` on a file model (of a project), and the reasons
+    the file could not be fully checked (too deeply nested, or a rule that failed on it: the
+    other rules still run)."""
     noqa = noqa_lines(source)
     findings = []
     problems = []
@@ -130,7 +160,7 @@ def lint_tree(
             problems.append(f"{rule.code} failed on this file: {type(exc).__name__}: {exc}")
             continue
         for node, message in hits:
-            if _suppressed(noqa, node, rule.code):
+            if suppressed(noqa, node, rule.code):
                 continue
             findings.append(
                 Finding(
@@ -144,9 +174,25 @@ def lint_tree(
                     ref=f"pitfall:{rule.pitfall}",
                 )
             )
-    model.release()
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return findings, problems
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Run the block with the cyclic garbage collector off (restored afterwards).
+
+    A project is linted with every file's tree and model alive at once (calls are followed
+    between them), so each automatic collection would rescan all of them: on a few hundred
+    files that costs more than the linting. The models' own cycles are broken by
+    ``Project.release`` at the end, so plain reference counting frees them."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def parse(source: str, path: str) -> ast.Module:

@@ -13,7 +13,7 @@ def explain_rule(code: str, torch_version: str | None = None) -> dict:
 
     found = rule(code.strip().upper())
     if found is None:
-        raise UsageError(f"unknown rule code {code!r} (FSDP001..FSDP018)")
+        raise UsageError(f"unknown rule code {code!r} (FSDP001..FSDP025)")
     version = engine.resolve_version(torch_version)
     pitfall = knowledge.pitfall(found.pitfall)
     if pitfall is None:

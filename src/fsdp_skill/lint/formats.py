@@ -26,6 +26,26 @@ def text(result: dict, show_fix: bool = True) -> list[str]:
     return lines
 
 
+def statistics(result: dict) -> list[dict]:
+    """``[{"code", "count", "summary"}]``: findings per code, most frequent first."""
+    from fsdp_skill.lint.rules import rule
+
+    counts: dict[str, int] = {}
+    for f in result["findings"]:
+        counts[f["code"]] = counts.get(f["code"], 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [{"code": c, "count": n, "summary": rule(c).summary} for c, n in ordered]
+
+
+def statistics_text(stats: list[dict]) -> list[str]:
+    """Ruff-style ``count  CODE  summary`` lines, then the total."""
+    width = max((len(str(s["count"])) for s in stats), default=1)
+    lines = [f"{s['count']:>{width}}  {s['code']}  {s['summary']}" for s in stats]
+    total = sum(s["count"] for s in stats)
+    lines.append(f"{total} finding{'s' * (total != 1)}")
+    return lines
+
+
 def _uri(path: str) -> str:
     """A relative or ``file:`` URI for a path (spaces and the like percent-encoded)."""
     p = Path(path)

@@ -91,3 +91,26 @@ def is_under(name: str, module: str) -> bool:
     """True if dotted ``name`` lives in ``module`` (``torch.distributed.barrier`` is under
     ``torch`` and ``torch.distributed``)."""
     return name == module or name.startswith(module + ".")
+
+
+def arms(root: ast.AST) -> dict[int, tuple[tuple[int, bool], ...]]:
+    """``{id(node): ((id(if_node), in_else), ...)}``: the if/else arms each node under
+    ``root`` sits in, outermost first (one walk; nested functions included)."""
+    out: dict[int, tuple[tuple[int, bool], ...]] = {}
+    stack: list[tuple[ast.AST, tuple[tuple[int, bool], ...]]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        out[id(node)] = path
+        if isinstance(node, ast.If):
+            stack.append((node.test, path))
+            stack += [(child, (*path, (id(node), False))) for child in node.body]
+            stack += [(child, (*path, (id(node), True))) for child in node.orelse]
+            continue
+        stack += [(child, path) for child in ast.iter_child_nodes(node)]
+    return out
+
+
+def exclusive(paths: dict[int, tuple[tuple[int, bool], ...]], a: ast.AST, b: ast.AST) -> bool:
+    """True if ``a`` and ``b`` sit in different arms of one ``if`` (never both run)."""
+    seen = dict(paths.get(id(a), ()))
+    return any(seen.get(if_id, arm) != arm for if_id, arm in paths.get(id(b), ()))

@@ -40,6 +40,8 @@ class Branch:
 
     node: ast.If
     orelse: bool
+    after_exit: bool = False
+    """The code after ``if <rank test>: return`` (it runs on the other ranks only)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -74,3 +76,5 @@ class Assign:
     node: ast.AST
     owner: object = None
     """The function, class or module the bound name belongs to."""
+    unpacked: tuple[ast.expr, int] | None = None
+    """For ``a, b = helper()``: the unpacked value (``helper()``) and this name's position."""

@@ -48,21 +48,7 @@ class ShardQueries:
             return True
 
         def kinds_of(expr: ast.expr | None, func: Func) -> set[str]:
-            if isinstance(expr, ast.Call):
-                kind = shard_kind(self.call_name(expr))
-                if kind == "fsdp1":
-                    return {"fsdp1"}
-                if kind == "fsdp2":
-                    return set(kinds_of(call_arg(expr, 0, "module"), func)) | {"fsdp2"}
-                record = self.call_of.get(id(expr))
-                callee = self.local_callee(record) if record else None
-                if callee is not None and callee.name != "__init__":
-                    return set(returns_kind.get(id(callee), ()))
-                return set()
-            key = key_of(expr)
-            if key is None or key not in kinded:
-                return set()
-            return set(kinds.get((id(self.scope_for(key, func)), key), ()))
+            return self._kinds_of(expr, func, kinds, kinded, returns_kind)
 
         direct = [c for c in self.calls if shard_kind(c.name)]
         if not direct:
@@ -106,6 +92,29 @@ class ShardQueries:
             if not changed:
                 break
         return kinds, shards, inside
+
+    def _kinds_of(
+        self, expr: ast.expr | None, func: Func, kinds: dict, kinded: set, returns_kind: dict
+    ) -> set[str]:
+        """The sharding kinds known so far of the module ``expr`` stands for (a method, not a
+        closure of ``_shard_analysis``: a recursive closure is a reference cycle that would
+        keep the whole file model alive after the run)."""
+        if isinstance(expr, ast.Call):
+            kind = shard_kind(self.call_name(expr))
+            if kind == "fsdp1":
+                return {"fsdp1"}
+            if kind == "fsdp2":
+                inner = call_arg(expr, 0, "module")
+                return self._kinds_of(inner, func, kinds, kinded, returns_kind) | {"fsdp2"}
+            record = self.call_of.get(id(expr))
+            callee = self.local_callee(record) if record else None
+            if callee is not None and callee.name != "__init__":
+                return set(returns_kind.get(id(callee), ()))
+            return set()
+        key = key_of(expr)
+        if key is None or key not in kinded:
+            return set()
+        return set(kinds.get((id(self.scope_for(key, func)), key), ()))
 
     def _mark_shard_call(self, call, kind, add, mark_param, shards, inside, target=None) -> bool:
         """Record what one sharding call (or a helper that shards ``target``) shards."""

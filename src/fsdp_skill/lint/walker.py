@@ -23,6 +23,8 @@ class Walker:
         self.loop = 0
         self.withs: tuple[ast.Call, ...] = ()
         self.cls: Class | None = None
+        self.exit_guard: Branch | None = None
+        """Set by an ``if <rank test>: return``: the branch the rest of its block runs in."""
 
     def _order(self) -> int:
         m = self.m
@@ -49,8 +51,12 @@ class Walker:
         """Operators and load/store markers: nothing below them."""
 
     def visit_many(self, nodes: list) -> None:
+        saved = self.branch
         for node in nodes:
             self.visit(node)
+            if self.exit_guard is not None:  # the rest of this block runs on some ranks only
+                self.branch, self.exit_guard = self.exit_guard, None
+        self.branch = saved
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -62,13 +68,16 @@ class Walker:
             self.m.imports.append((node, alias.name))
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module:
+        module = node.module
+        if node.level:
+            module = _absolute(self.m.package, node.level, node.module)
+        if not module:
             return
         for alias in node.names:
             if alias.name == "*":
                 continue
-            self.m.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            self.m.imports.append((node, f"{node.module}.{alias.name}"))
+            self.m.aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
+            self.m.imports.append((node, f"{module}.{alias.name}"))
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.visit_many(node.decorator_list)
@@ -126,6 +135,8 @@ class Walker:
             self.branch = Branch(node, True)
         self.visit_many(node.orelse)
         self.branch = saved
+        if rank and not node.orelse and node.body and _exits(node.body[-1]):
+            self.exit_guard = Branch(node, True, after_exit=True)
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
@@ -190,16 +201,27 @@ class Walker:
         self.visit(node.value)
         self._bind(node.target, node.value, node, loop=False)
 
-    def _bind(self, target: ast.AST, value: ast.expr | None, node: ast.AST, loop: bool) -> None:
+    def _bind(
+        self,
+        target: ast.AST,
+        value: ast.expr | None,
+        node: ast.AST,
+        loop: bool,
+        unpacked: tuple[ast.expr, int] | None = None,
+    ) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
-            values = (
-                value.elts
-                if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
-                else [None] * len(target.elts)
+            literal = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(
+                target.elts
             )
-            for sub, sub_value in zip(target.elts, values, strict=True):
+            values = value.elts if literal else [None] * len(target.elts)
+            for i, (sub, sub_value) in enumerate(zip(target.elts, values, strict=True)):
                 # a loop target unpacks items of the iterable: keep the iterable as the source
-                self._bind(sub, value if loop else sub_value, node, loop)
+                if loop:
+                    self._bind(sub, value, node, loop)
+                elif literal or value is None or isinstance(sub, ast.Starred):
+                    self._bind(sub, sub_value, node, loop)
+                else:  # ``a, b = helper()``: remember which item of which value
+                    self._bind(sub, None, node, loop, unpacked=(value, i))
             return
         if isinstance(target, ast.Starred):
             self._bind(target.value, None, node, loop)
@@ -215,6 +237,7 @@ class Walker:
             owner.locals.add(key)
         record = Assign(key, value, owner, self._order(), self.branch, loop, self.withs, node)
         record.owner = self.m.scope_for(key, owner)
+        record.unpacked = unpacked
         self.m.assigns.setdefault(key, []).append(record)
         self.m._bindings.setdefault((id(record.owner), key), []).append(record)
         if value is not None:
@@ -251,11 +274,33 @@ class Walker:
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant):
             return  # a docstring or bare string: prose, not code
+        if node.value.__class__ is ast.Call:
+            self.m.discarded.add(id(node.value))
         self.visit(node.value)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and len(node.value) < 300:
             self.m.strings.append(node)
+
+
+def _exits(statement: ast.stmt) -> bool:
+    """True if the statement returns: the ranks that take the branch skip the rest. (A
+    ``raise`` is an error path, not a choice of ranks: it says nothing about who goes on.)"""
+    return isinstance(statement, ast.Return)
+
+
+def _absolute(package: str | None, level: int, module: str | None) -> str | None:
+    """The absolute module a relative import names (``from ..utils import x`` inside
+    ``pkg.train``), or None when the file's package is unknown or the import climbs above it."""
+    if package is None:
+        return None
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts) or (level - 1 == len(parts) and not module):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    if module:
+        base.append(module)
+    return ".".join(base) or None
 
 
 _DISPATCH = {

@@ -14,7 +14,7 @@ from functools import cache
 
 from fsdp_skill.lint.core import FileModel
 
-CODES = tuple(f"FSDP{n:03d}" for n in range(1, 19))
+CODES = tuple(f"FSDP{n:03d}" for n in range(1, 26))
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class Rule:
     summary: str
     fix: Callable[[tuple[int, int]], str]
     check: Callable[[FileModel], Iterator[tuple[ast.AST, str]]]
+    edit: Callable | None = None
+    """For a mechanical, safe fix: ``edit(model, node, text)`` -> the ``edits.Edit`` list for
+    the finding at ``node``, or None where the fix is not certain."""
 
 
 @cache
@@ -33,7 +36,17 @@ def all_rules() -> tuple[Rule, ...]:
     rules = []
     for code in CODES:
         mod = importlib.import_module(f"fsdp_skill.lint.rules.{code.lower()}")
-        rules.append(Rule(mod.CODE, mod.PITFALL, mod.SEVERITY, mod.SUMMARY, mod.fix, mod.check))
+        rules.append(
+            Rule(
+                mod.CODE,
+                mod.PITFALL,
+                mod.SEVERITY,
+                mod.SUMMARY,
+                mod.fix,
+                mod.check,
+                getattr(mod, "edit", None),
+            )
+        )
     return tuple(rules)
 
 

@@ -87,6 +87,18 @@ def is_collective(m: FileModel, call: Call) -> str | None:
     return None
 
 
+def on_subset(call: Call) -> bool:
+    """True if the call may legitimately run on some ranks only: it names its own group
+    (the branch may select exactly the members), or it does not communicate at all."""
+    node = call.node
+    for kw in node.keywords:
+        if kw.arg in ("group", "process_group", "pg") and constant(kw.value) is not None:
+            return True
+        if kw.arg in ("no_dist", "use_local_synchronization") and constant(kw.value) is True:
+            return True
+    return False
+
+
 def is_optimizer(m: FileModel, call: Call) -> bool:
     """True if ``call`` builds a torch optimizer (``torch.optim.AdamW(...)`` and friends)."""
     name = m.call_name(call)
@@ -147,3 +159,27 @@ def is_distributed(m: FileModel) -> bool:
         or m.calls_to("fully_shard", "FullyShardedDataParallel", module="torch.distributed")
         or m.calls_to("DistributedDataParallel", module="torch.nn")
     )
+
+
+def spawn_calls(m: FileModel) -> list[Call]:
+    """Calls that start worker processes and pass each its index: ``torch.multiprocessing``'s
+    ``spawn`` / ``start_processes``, and an unresolved ``mp.spawn(fn, nprocs=n)`` (``mp``
+    from a star import: the ``nprocs`` keyword is that function's). Computed once per file."""
+    if "spawn_calls" not in m.memo:
+        found = m.calls_to("spawn", "start_processes", module="torch.multiprocessing")
+        found += [
+            c
+            for c in m.method_calls("spawn")
+            if any(kw.arg == "nprocs" for kw in c.node.keywords) and c not in found
+        ]
+        m.memo["spawn_calls"] = found
+    return m.memo["spawn_calls"]
+
+
+def spawned_function(m: FileModel, call: Call) -> Func | None:
+    """The local function a spawn call starts (its first argument, or ``fn=``)."""
+    node = call.node
+    target = next((kw.value for kw in node.keywords if kw.arg == "fn"), None)
+    if target is None and node.args:
+        target = node.args[0]
+    return m.function_ref(target, call.func) if target is not None else None

@@ -23,12 +23,14 @@ def fix(version: tuple[int, int]) -> str:
     )
 
 
-def _shard_events(m: FileModel) -> list[tuple[Call, str]]:
-    """(call, key sharded) for direct sharding calls and local helpers that shard an argument."""
+def _shard_events(m: FileModel, funcs: set[int]) -> list[tuple[Call, str]]:
+    """(call, key sharded) for direct sharding calls and helpers (of this file or another
+    module of the project) that shard an argument, in the functions ``funcs`` (ids)."""
     events = []
     candidates = m.calls_to("fully_shard", "FullyShardedDataParallel", module="torch.distributed")
-    candidates += [c for c, _ in m.local_calls]
-    for call in sorted(candidates, key=lambda c: c.order):
+    candidates += [c for c in m.calls if c.name is None or not c.name.startswith("torch.")]
+    candidates = [c for c in candidates if id(c.func) in funcs and (c.node.args or c.node.keywords)]
+    for call in sorted(set(candidates), key=lambda c: c.order):
         if shard_kind(m.call_name(call)) is not None:
             node = call.node
             arg = (
@@ -39,13 +41,11 @@ def _shard_events(m: FileModel) -> list[tuple[Call, str]]:
             elts = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
             events += [(call, key_of(e)) for e in elts if key_of(e)]
             continue
-        callee = m.local_callee(call)
-        if callee is None:
-            continue
-        for param, arg in m.bound_args(call, callee):
-            if m.shards_param(callee, param) or m.shards_inside_param(callee, param):
-                if key_of(arg):
-                    events.append((call, key_of(arg)))
+        for owner, callee in m.project.callees(m, call):
+            for param, arg in m.bound_args(call, callee):
+                if owner.shards_param(callee, param) or owner.shards_inside_param(callee, param):
+                    if key_of(arg):
+                        events.append((call, key_of(arg)))
     return events
 
 
@@ -67,6 +67,47 @@ def _optimizer_sites(m: FileModel) -> Iterator[tuple[Call, list[str]]]:
             ]
             if owners:
                 yield call, owners
+    yield from _returned_pairs(m)
+
+
+def _returned_pairs(m: FileModel) -> Iterator[tuple[Call, list[str]]]:
+    """``model, opt = build(cfg)`` where the helper (in this file or another module of the
+    project) returns a tuple holding a module and an optimizer over its parameters: the
+    optimizer site is the helper call, its owner the name the module is unpacked into."""
+    unpacked: dict[int, dict[int, str]] = {}
+    for records in m.assigns.values():
+        for a in records:
+            if a.unpacked is not None:
+                unpacked.setdefault(id(a.unpacked[0]), {})[a.unpacked[1]] = a.key
+    if not unpacked:
+        return
+    for call in m.calls:
+        names = unpacked.get(id(call.node))
+        if not names:
+            continue
+        for owner, callee in m.project.callees(m, call):
+            for opt_index, model_index in _optimizer_pairs(owner, callee):
+                if opt_index in names and model_index in names:
+                    yield call, [names[model_index]]
+
+
+def _optimizer_pairs(m: FileModel, func) -> list[tuple[int, int]]:
+    """(i, j) for ``return (..., model, ..., optimizer, ...)`` where item i is an optimizer
+    built from the parameters of item j."""
+    pairs = []
+    optimizers = {id(c.node): c for c in optimizer_calls(m) if c.func is func}
+    for ret in func.returns:
+        if not isinstance(ret, ast.Tuple):
+            continue
+        keys = [key_of(e) for e in ret.elts]
+        for i, elt in enumerate(ret.elts):
+            for value in m.resolve(elt, func):
+                opt = optimizers.get(id(value))
+                if opt is None:
+                    continue
+                owners = m.parameter_owners(call_arg(opt.node, 0, "params"), func)
+                pairs += [(i, j) for j, k in enumerate(keys) if k is not None and k in owners]
+    return pairs
 
 
 def _rebuilt_after(m: FileModel, opt: Call, after: int) -> bool:
@@ -78,12 +119,14 @@ def _rebuilt_after(m: FileModel, opt: Call, after: int) -> bool:
 
 
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
-    if not m.uses("fully_shard", "FullyShardedDataParallel"):
+    sites = list(_optimizer_sites(m))
+    if not sites:
         return
-    events = _shard_events(m)
+    # sharding calls, or helpers (maybe elsewhere) that shard, where an optimizer is built
+    events = _shard_events(m, {id(opt.func) for opt, _ in sites})
     if not events:
         return
-    for opt, owners in _optimizer_sites(m):
+    for opt, owners in sites:
         for owner in owners:
             later = [
                 (call, key)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import call_arg, is_inside, key_of, shard_kind
+from fsdp_skill.lint.nodes import arms, call_arg, exclusive, is_inside, key_of, shard_kind
 from fsdp_skill.lint.records import Call
 
 CODE = "FSDP002"
@@ -48,6 +48,14 @@ def _events(m: FileModel) -> list[tuple[Call, str, bool]]:
     return out
 
 
+def _arms_of(m: FileModel, call: Call) -> dict:
+    func = call.func
+    key = ("arms", id(func))
+    if key not in m.memo:
+        m.memo[key] = arms(func.node if func.node is not None else m.tree)
+    return m.memo[key]
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not m.uses("fully_shard"):
         return
@@ -61,7 +69,8 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
             origins = m.origins(other, later.func)
             below = other_inside and is_inside(other, key)
             below = below or any(is_inside(o, key) and o != key for o in origins)
-            if below:
+            if below and not exclusive(_arms_of(m, call), call.node, later.node):
+                # (the if/else arms are looked at last: they cost a walk of the function)
                 yield (
                     call.node,
                     (

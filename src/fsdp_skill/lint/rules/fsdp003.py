@@ -6,9 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import constant
 from fsdp_skill.lint.records import Branch, Call
-from fsdp_skill.lint.rules._api import is_collective
+from fsdp_skill.lint.rules._api import is_collective, on_subset
 
 CODE = "FSDP003"
 PITFALL = "collective-under-rank-condition"
@@ -28,25 +27,16 @@ def _collective_functions(m: FileModel) -> set[int]:
     return m.transitive(direct)
 
 
-def _on_subset(call: Call) -> bool:
-    """True if the call may legitimately run on some ranks only: it names its own group
-    (the branch may select exactly the members), or it does not communicate at all."""
-    node = call.node
-    for kw in node.keywords:
-        if kw.arg in ("group", "process_group", "pg") and constant(kw.value) is not None:
-            return True
-        if kw.arg in ("no_dist", "use_local_synchronization") and constant(kw.value) is True:
-            return True
-    return False
-
-
 def _collective_of(m: FileModel, call: Call, functions: set[int]) -> str | None:
     op = is_collective(m, call)
     if op:
-        return None if _on_subset(call) else op
+        return None if on_subset(call) else op
     callee = m.local_callee(call)
-    if callee is not None and id(callee) in functions:
-        return f"{callee.name}() (it runs a collective)"
+    if callee is not None:
+        return f"{callee.name}() (it runs a collective)" if id(callee) in functions else None
+    for owner, func in m.project.callees(m, call):
+        if owner is not m and m.project.reaches(owner, func, "collective"):
+            return f"{func.name}() (it runs a collective, in {owner.name or 'another module'})"
     return None
 
 
@@ -77,6 +67,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not guarded:
         return
     functions = _collective_functions(m) if any(m.local_callee(c) for c in guarded) else set()
+    # calls into the project's other modules are followed too (``m.project.callees``)
     by_branch: dict[Branch, list[tuple[Call, str]]] = {}
     for call in guarded:
         op = _collective_of(m, call, functions)
@@ -87,7 +78,7 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         other = Branch(branch.node, not branch.orelse)
         if other in by_branch:
             continue  # both arms communicate: a matched pair (e.g. broadcast_object_list)
-        if branch.orelse and not branch.node.orelse:
+        if branch.orelse and not branch.node.orelse and not branch.after_exit:
             continue
         if any((id(call.func), op) in paired for call, op in hits):
             continue
@@ -96,11 +87,14 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
         call, op = hits[0]
         test = ast.unparse(branch.node.test)
         test = test if len(test) <= 60 else test[:57] + "..."
-        where = "else-branch of" if branch.orelse else "branch"
+        if branch.after_exit:
+            where = f"after `if {test}: return`"
+        else:
+            where = f"in the {'else-branch of' if branch.orelse else 'branch'} `if {test}`"
         yield (
             call.node,
             (
-                f"`{op}` runs only in the {where} `if {test}`: the other ranks never join "
-                "this collective and the job hangs"
+                f"`{op}` runs only {where}: the other ranks never join this collective and "
+                "the job hangs"
             ),
         )

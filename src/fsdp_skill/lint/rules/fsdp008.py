@@ -9,6 +9,7 @@ from fsdp_skill.lint.core import FileModel
 from fsdp_skill.lint.nodes import call_arg, constant, key_of, last_name
 from fsdp_skill.lint.records import Call
 from fsdp_skill.lint.rules._api import last
+from fsdp_skill.lint.rules.fsdp009 import _EVAL_WORDS
 
 CODE = "FSDP008"
 PITFALL = "distributed-sampler-without-set-epoch"
@@ -63,22 +64,36 @@ def _has_epoch_loop(m: FileModel) -> bool:
     return False
 
 
+def _evaluation_only(m: FileModel, sampler: Call) -> bool:
+    """True if the sampler only feeds validation/test loaders: their order does not matter
+    (the metrics are summed over the whole set)."""
+    names = [a.key for a in m.bound_to(sampler.node)] + _loaders_using(m, sampler)
+    return bool(names) and all(_EVAL_WORDS.search(name) for name in names)
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if "set_epoch" in m.identifiers:
         return
-    iterated = _iterated_keys(m)
-    epochs = _has_epoch_loop(m)
+    project = m.project
+    epochs_here = _has_epoch_loop(m)
     for sampler in m.calls_to("DistributedSampler", module="torch.utils.data"):
         if last(m.call_name(sampler)) != "DistributedSampler":
             continue
         shuffle = call_arg(sampler.node, 3, "shuffle")
         if shuffle is not None and constant(shuffle) is False:
             continue
-        if epochs or any(key in iterated for key in _loaders_using(m, sampler)):
-            yield (
-                sampler.node,
-                (
-                    "DistributedSampler shuffles but set_epoch is never called: every epoch "
-                    "repeats the same order"
-                ),
-            )
+        if _evaluation_only(m, sampler):
+            continue
+        around = project.ancestors(m, sampler.func)
+        if any(project.reaches(am, af, "set_epoch", loose=True) for am, af in around):
+            continue  # a helper (maybe in another module) calls set_epoch on it
+        epochs = epochs_here or any(project.reaches(am, af, "epoch_loop") for am, af in around)
+        if not epochs:
+            continue  # one pass of N steps: the order never repeats
+        yield (
+            sampler.node,
+            (
+                "DistributedSampler shuffles but set_epoch is never called: every epoch "
+                "repeats the same order"
+            ),
+        )

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import call_arg, constant, has_splat, key_of
+from fsdp_skill.lint.nodes import call_arg, constant, key_of, last_name
 from fsdp_skill.lint.records import Call
 
 CODE = "FSDP011"
@@ -46,15 +46,60 @@ def _single_layer(m: FileModel, module: ast.expr | None, call: Call) -> bool:
     return True
 
 
+def _keywords(m: FileModel, call: Call) -> dict[str, ast.expr] | None:
+    """The keyword arguments of the call, with ``**name`` expanded when ``name`` is bound once
+    to a literal dict (``{"auto_wrap_policy": ...}`` or ``dict(auto_wrap_policy=...)``);
+    None when some arguments cannot be known (``*args``, an unresolved ``**kwargs``)."""
+    node = call.node
+    if any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    out: dict[str, ast.expr] = {}
+    for kw in node.keywords:
+        if kw.arg is not None:
+            out[kw.arg] = kw.value
+            continue
+        name = key_of(kw.value)
+        if (
+            name is None
+            or m.assigns.get(f"{name}.[]")
+            or m.assigns.get(f"{name}[]")
+            or m.method_calls_on(name)
+        ):
+            return None  # filled in or updated elsewhere: its keys are not all known here
+        values = m.resolve(kw.value, call.func)
+        if len(values) != 1:
+            return None
+        literal = _literal_dict(values[0])
+        if literal is None:
+            return None
+        out.update(literal)
+    return out
+
+
+def _literal_dict(expr: ast.expr) -> dict[str, ast.expr] | None:
+    if isinstance(expr, ast.Dict):
+        if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in expr.keys):
+            return None  # ``{**other}`` or computed keys
+        return {k.value: v for k, v in zip(expr.keys, expr.values, strict=True)}
+    if isinstance(expr, ast.Call) and last_name(expr.func) == "dict" and not expr.args:
+        if any(kw.arg is None for kw in expr.keywords):
+            return None
+        return {kw.arg: kw.value for kw in expr.keywords}
+    return None
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     wraps = m.calls_to("FullyShardedDataParallel", module="torch.distributed.fsdp")
     if len(wraps) != 1 or m.identifiers & {"enable_wrap", "wrap"}:
         return  # several wrap sites: nested wrapping by hand
     call = wraps[0]
     node = call.node
-    if has_splat(node) or call.loop:
+    if call.loop:
         return
-    policy = call_arg(node, -1, "auto_wrap_policy") or call_arg(node, -1, "fsdp_auto_wrap_policy")
+    keywords = _keywords(m, call)
+    if keywords is None:
+        return  # ``**kwargs`` that cannot be resolved: the policy may be in there
+    policy = keywords.get("auto_wrap_policy") or keywords.get("fsdp_auto_wrap_policy")
     if policy is not None and constant(policy) is not None:
         return
     func = call.func

@@ -1,0 +1,3 @@
+from ._device import get_device
+
+__all__ = ["get_device"]

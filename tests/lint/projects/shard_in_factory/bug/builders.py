@@ -1,0 +1,16 @@
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(4))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def build_model(width):
+    return Net(width)
