@@ -5,6 +5,14 @@ snippet does, runs a warm-up step (which creates the optimizer states) and then 
 the peak bytes allocated during one more step: on CUDA with ``max_memory_allocated``, on CPU
 from the allocation events of ``torch.profiler`` (``profile_memory=True``). Needs an
 initialised process group; imports torch, so only the benchmarks and tests load it.
+
+On CPU, initialise the ``fake`` backend (one process playing rank 0 of a world of any
+size), not gloo: the profiler records allocations and frees only on the threads it
+profiles, and gloo's worker threads sometimes drop the last reference to a collective's
+buffers, so their frees go unrecorded and the running total (hence the peak) drifts up by
+whole buffers, more often on a loaded machine. The fake backend communicates nothing, on the
+calling thread, so every free is seen, and like NCCL it allocates no host-side copies.
+Garbage left by the warm-up step is collected before the measured one for the same reason.
 """
 
 from __future__ import annotations
@@ -45,6 +53,12 @@ def build(config: dict[str, Any], strategy: str, device: Any) -> tuple[Any, Any]
     if strategy.startswith("ddp"):
         ids = [device.index] if device.type == "cuda" else None
         model = DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
+        if torch.distributed.get_backend() == "fake":
+            # the fake group's all-reduce returns no tensor; this hook returns the bucket
+            # untouched, as an in-place all-reduce leaves it
+            from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+            model.register_comm_hook(None, noop_hook)
     else:
         world = torch.distributed.get_world_size()
         kwargs: dict[str, Any] = {
@@ -90,6 +104,7 @@ def peak_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, devi
         model, optimizer = build(config, strategy, device)
         ids = torch.randint(0, config["vocab_size"], (batch, seq), device=device)
         train_step(model, optimizer, ids, strategy)
+        gc.collect()
         with record_function("measured-step"):
             train_step(model, optimizer, ids, strategy)
     events = sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
@@ -114,6 +129,7 @@ def _peak_cuda(config: dict[str, Any], strategy: str, seq: int, batch: int, devi
     model, optimizer = build(config, strategy, device)
     ids = torch.randint(0, config["vocab_size"], (batch, seq), device=device)
     train_step(model, optimizer, ids, strategy)
+    gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     train_step(model, optimizer, ids, strategy)
