@@ -41,7 +41,8 @@ def build(config: dict[str, Any], strategy: str, device: Any) -> tuple[Any, Any]
     from torch.nn.parallel import DistributedDataParallel
     from transformers import AutoConfig, LlamaForCausalLM
 
-    cfg = AutoConfig.for_model("llama", **config)
+    # no KV cache in training (with it, checkpointing appends each layer's keys twice)
+    cfg = AutoConfig.for_model("llama", use_cache=False, **config)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     offload = "+offload" in strategy

@@ -19,6 +19,8 @@ COLUMNS = (
     "cpu/node",
     "comm/step",
     "comm time",
+    "step time",
+    "tokens/s",
 )
 
 
@@ -48,6 +50,8 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
                 format_bytes(s["cpu_bytes"]) if s["cpu_bytes"] else "-",
                 format_bytes(s["comm_bytes_per_step"]),
                 format_seconds(s["comm_seconds_per_step"]),
+                format_seconds(s["step_seconds"]),
+                f"{s['tokens_per_second']:,.0f}",
             ]
         )
     return out
@@ -76,6 +80,9 @@ def render_text(result: dict[str, Any], rich: bool) -> str:
         parts += [f"Recommendation: {rec['strategy']}", rec["why"], "", rec["snippet"].rstrip()]
     else:
         parts += ["Recommendation: none", rec["why"]]
+    if rec.get("alternatives"):
+        parts += ["", "Alternatives:"]
+        parts += [f"- {a['change']}: {a['effect']}" for a in rec["alternatives"]]
     notes = list(result["notes"])
     chosen = next((s for s in result["strategies"] if s["name"] == rec["strategy"]), None)
     if chosen:
