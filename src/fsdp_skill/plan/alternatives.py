@@ -107,15 +107,26 @@ def more_gpus(setup: Setup, goal: Goal) -> dict | None:
     return None
 
 
+def _fitting(setup: Setup, goal: Goal) -> dict[str, Any] | None:
+    """The best strategy that fits without what the pick needs to fit: offload when nothing
+    fits without it, else activation checkpointing (None when the pick needs neither)."""
+    rows = [r for r in _rows(setup, goal) if not r["cpu_offload"]]
+    if not goal.needs_any_fit:
+        if not goal.chosen["activation_checkpointing"]:
+            return None
+        rows = [r for r in rows if not r["activation_checkpointing"]]
+    return evaluate.pick(rows, offload=False)
+
+
 def _largest(setup: Setup, field: str, step: int, goal: Goal):
-    """The largest value of ``field`` below the current one (a multiple of ``step``) whose
-    plan beats the pick, with that plan's row and setup; None when there is none."""
+    """The largest value of ``field`` below the current one (a multiple of ``step``) at which
+    ``_fitting`` finds a strategy, with that strategy's row and the setup; None if none."""
     found = None
     lo, hi = 1, (getattr(setup, field) - 1) // step
     while lo <= hi:  # memory only grows with the field, so bisect
         mid = (lo + hi) // 2
         trial = dataclasses.replace(setup, **{field: mid * step})
-        row = _best(trial, goal)
+        row = _fitting(trial, goal)
         if row:
             found, lo = (mid * step, row, trial), mid + 1
         else:
@@ -124,7 +135,10 @@ def _largest(setup: Setup, field: str, step: int, goal: Goal):
 
 
 def smaller_batch(setup: Setup, goal: Goal) -> dict | None:
-    """The largest micro-batch (or, at micro-batch 1, sequence length) that fits."""
+    """The largest micro-batch (or, at micro-batch 1, sequence length) at which a strategy
+    fits without offload (or without checkpointing, when the pick has it)."""
+    if not goal.needs_any_fit and not goal.chosen["activation_checkpointing"]:
+        return None
     for field, step, what in (
         ("micro_batch", 1, "micro-batch"),
         ("seq_len", SEQ_STEP, "sequence length"),
@@ -134,6 +148,8 @@ def smaller_batch(setup: Setup, goal: Goal) -> dict | None:
         found = _largest(setup, field, step, goal)
         if found:
             value, row, trial = found
+            if not goal.beaten_by(row):
+                return None
             return _entry(f"{what} {value} instead of {getattr(setup, field)}", row, trial, goal)
         if field == "micro_batch":
             break  # a smaller sequence at a larger micro-batch is not the obvious next step

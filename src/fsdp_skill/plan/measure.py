@@ -74,8 +74,10 @@ def build(config: dict[str, Any], strategy: str, device: Any) -> tuple[Any, Any]
         for layer in model.model.layers:
             fully_shard(layer, reshard_after_forward=reshard, **kwargs)
         fully_shard(model, **kwargs)
-    # foreach, as the optimizer defaults to on GPUs (on CPU it would loop per tensor)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    # as the planner's snippet: foreach on GPUs (the default there), the fused CPU kernel
+    # for offloaded shards
+    impl = {"fused": True} if offload else {"foreach": True}
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, **impl)
 
 
 def train_step(model: Any, optimizer: Any, ids: Any, strategy: str) -> None:
@@ -142,8 +144,54 @@ def _peak_cuda(config: dict[str, Any], strategy: str, seq: int, batch: int, devi
     return peak
 
 
-def planned_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, world: int) -> int:
-    """The planner's per-GPU total for the same run."""
+def step_seconds(
+    config: dict[str, Any], strategy: str, seq: int, batch: int, device: Any, steps: int = 5
+) -> dict[str, float]:
+    """Median seconds of forward + backward, of the optimizer step and of the whole step,
+    over ``steps`` steady-state steps (after two warm-up steps)."""
+    import statistics
+    import time
+
+    import torch
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    model, optimizer = build(config, strategy, device)
+    ids = torch.randint(0, config["vocab_size"], (batch, seq), device=device)
+    for _ in range(2):
+        train_step(model, optimizer, ids, strategy)
+    compute, update = [], []
+    for _ in range(steps):
+        sync()
+        start = time.perf_counter()
+        outputs = model(input_ids=ids, labels=ids)
+        outputs.loss.backward()
+        del outputs
+        sync()
+        middle = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync()
+        compute.append(middle - start)
+        update.append(time.perf_counter() - middle)
+    del model, optimizer, ids
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    totals = [c + u for c, u in zip(compute, update, strict=True)]
+    return {
+        "forward_backward": statistics.median(compute),
+        "optimizer": statistics.median(update),
+        "step": statistics.median(totals),
+    }
+
+
+def planned_row(
+    config: dict[str, Any], strategy: str, seq: int, batch: int, world: int, **options: Any
+) -> dict[str, Any]:
+    """The planner's row for the same run (``options`` as ``plan`` takes them)."""
     from fsdp_skill.plan import plan
 
     result = plan(
@@ -152,5 +200,11 @@ def planned_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, w
         gpu_memory="100TB",
         seq_len=seq,
         micro_batch=batch,
+        **options,
     )
-    return next(s for s in result["strategies"] if s["name"] == strategy)["per_gpu_bytes"]["total"]
+    return next(s for s in result["strategies"] if s["name"] == strategy)
+
+
+def planned_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, world: int) -> int:
+    """The planner's per-GPU total for the same run."""
+    return planned_row(config, strategy, seq, batch, world)["per_gpu_bytes"]["total"]

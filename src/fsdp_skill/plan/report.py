@@ -31,6 +31,13 @@ PHASES = {
 }
 
 
+def _fits(row: dict[str, Any]) -> str:
+    """yes; thin (fits, but with less than the margin free); no."""
+    if not row["fits"]:
+        return "no"
+    return "yes" if row.get("fits_with_margin", True) else "thin"
+
+
 def rows(result: dict[str, Any]) -> list[list[str]]:
     """One list of cell texts per strategy, in COLUMNS order."""
     out = []
@@ -39,7 +46,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
         out.append(
             [
                 s["name"],
-                "yes" if s["fits"] else "no",
+                _fits(s),
                 format_bytes(b["params"]),
                 format_bytes(b["grads"]),
                 format_bytes(b["optimizer"]),

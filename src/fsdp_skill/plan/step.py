@@ -50,7 +50,7 @@ STEP_BYTES = {"adamw": 92, "adam": 84, "sgd": 32, "sgd-nomomentum": 12, "adamw8b
 # temporaries make it slower still on larger tensors). One core, because torchrun starts
 # every rank with OMP_NUM_THREADS=1 when a node runs several (torch/distributed/run.py).
 # Pass --cpu-adam-rate with what the benchmark measures on your nodes.
-CPU_ADAMW_RATE = {"fused": 2.2e9, "loop": 4.4e8}
+CPU_ADAMW_RATE = {"fused": 2.2e9, "loop": 4.0e8}
 
 
 @dataclass(frozen=True)
