@@ -277,3 +277,10 @@ def test_offload_snippet_uses_the_fused_cpu_step_where_torch_has_it():
     assert "fused=True" in render(setup, offload, "2.4.0")
     assert "fused=True" not in render(setup, offload, "2.3.1")  # FSDP1, CUDA-only fused
     assert "fused=True" not in render(setup, Strategy("full-shard"), "2.13.0")
+
+
+def test_when_activations_alone_are_too_big_no_gpu_count_helps():
+    rec = plan(model="llama-3-8b", gpus=1, gpu_memory="24GB", seq_len=131072)["recommendation"]
+    assert rec["strategy"] is None
+    more = next(a for a in rec["alternatives"] if a["change"] == "more GPUs")
+    assert more["strategy"] is None and "activations alone" in more["effect"]

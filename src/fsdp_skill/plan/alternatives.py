@@ -104,7 +104,17 @@ def more_gpus(setup: Setup, goal: Goal) -> dict | None:
         if row:
             layout = f"{gpus} GPUs" + (f" ({nodes} nodes x {gpus // nodes})" if nodes > 1 else "")
             return _entry(f"use {layout} instead of {setup.gpus}", row, bigger, goal)
-    return None
+    # sharding divides the model states, never the activations
+    acts = min(r["per_gpu_bytes"]["activations"] for r in _rows(bigger, goal))
+    return {
+        "change": "more GPUs",
+        "effect": (
+            f"none up to {bigger.gpus} GPUs fits without offload: activations alone take "
+            f"{format_bytes(acts)} per GPU; shorten the sequence or shard it (context "
+            "parallelism)"
+        ),
+        "strategy": None,
+    }
 
 
 def _fitting(setup: Setup, goal: Goal) -> dict[str, Any] | None:
@@ -164,7 +174,7 @@ def smaller_batch(setup: Setup, goal: Goal) -> dict | None:
         "change": "a smaller micro-batch or a shorter sequence",
         "effect": (
             f"none fits without offload: the model states alone take {format_bytes(states)} "
-            "per GPU, however few the tokens"
+            f"per GPU on {setup.gpus} GPUs, however few the tokens"
         ),
         "strategy": None,
     }

@@ -14,19 +14,12 @@ from collections import defaultdict
 from functools import cache
 
 from fsdp_skill.knowledge import Pitfall, in_range, pitfalls
+from fsdp_skill.lint.nodes import last_name
 
 DEFAULT = "<default>"  # the argument is not passed
 EXPR = "<expr>"  # passed, but not as a literal
 
 Feature = tuple[str, str, str]  # (called name, keyword, value)
-
-
-def _name(func: ast.expr) -> str | None:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return None
 
 
 def _calls(code: str) -> dict[str, list[dict[str, str]]]:
@@ -37,7 +30,7 @@ def _calls(code: str) -> dict[str, list[dict[str, str]]]:
         return {}
     found: dict[str, list[dict[str, str]]] = defaultdict(list)
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not (name := _name(node.func)):
+        if not isinstance(node, ast.Call) or not (name := last_name(node.func)):
             continue
         kwargs = {}
         for kw in node.keywords:

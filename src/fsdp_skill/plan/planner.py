@@ -1,4 +1,4 @@
-"""``plan``: memory and communication of every strategy, and the one to use."""
+"""``plan``: memory, communication and step time of every strategy, and the one to use."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def plan(
     activation_checkpointing: bool = False,
     **more: Any,
 ) -> dict[str, Any]:
-    """Memory per GPU, CPU memory, communication per step for each strategy, and a pick.
+    """Memory per GPU, CPU memory, communication and step time for each strategy, and a pick.
 
     ``more`` takes ``headroom`` (fraction, default 0.1), ``attention`` ("sdpa" | "eager"),
     ``reduce_dtype`` ("fp32" | "bf16" | "fp16"), ``bandwidth`` and ``inter_node_bandwidth``

@@ -34,7 +34,9 @@ def _cost(row: dict[str, Any]) -> str:
         parts.append(f"{format_seconds(step['optimizer_seconds'])} of CPU optimizer step")
     if step["comm_exposed_seconds"] >= 0.01 * row["step_seconds"]:
         parts.append(f"{format_seconds(step['comm_exposed_seconds'])} of exposed communication")
-    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else ""
+    if len(parts) < 2:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _why_not(row: dict[str, Any], setup: Setup) -> str:
@@ -74,7 +76,7 @@ def _tradeoff(chosen: dict[str, Any], rows: list[dict[str, Any]], setup: Setup) 
     )
 
 
-def host_memory(chosen: dict[str, Any], rows: list[dict], setup: Setup) -> dict | None:
+def host_memory(chosen: dict[str, Any], setup: Setup) -> dict | None:
     """What offload needs per node, whether that was checked, and against what."""
     if not chosen["cpu_offload"]:
         return None
@@ -214,7 +216,7 @@ def recommend(
             {"id": p.id, "title": p.title, "why": reason}
             for p, reason in zip(touched, reasons, strict=True)
         ],
-        "host_memory": host_memory(chosen, rows, setup),
+        "host_memory": host_memory(chosen, setup),
     }
 
 
@@ -232,4 +234,11 @@ def _nothing_fits(setup: Setup, rows: list[dict], found: list[dict]) -> dict[str
             "free): try it only if a measured peak confirms it."
         )
     why += " See alternatives for what would fit." if found else ""
-    return {"strategy": None, "why": why, "snippet": "", "alternatives": found, "pitfalls": []}
+    return {
+        "strategy": None,
+        "why": why,
+        "snippet": "",
+        "alternatives": found,
+        "pitfalls": [],
+        "host_memory": None,
+    }
