@@ -16,13 +16,18 @@ memory from:
   Adam" is the largest of model, gradients, optimizer and step sizes, for one device and batch
   size 1: 16 bytes/param for float32, 8 bytes/param for float16/bfloat16 mixed precision.
 
-All three are computed here from those formulas; neither library is imported. Pass
-``--markdown`` for the README table.
+All three are computed here from those formulas; neither library is imported. The
+planner's pick comes with its estimated step time and tokens/s (neither estimator has one).
+
+A second table shows what the planner recommends in the cases that shaped it: 13B on 4 x 80
+GB, 70B on 2 nodes x 8 x 80 GB without ``--cpu-memory`` and with 2 TB per node, and 70B on
+one node of 8, where only offload fits. Pass ``--markdown`` for the README tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
@@ -52,6 +57,84 @@ def gb(value: float) -> str:
     return f"{value / 1e9:.1f}"
 
 
+def _step(result: dict) -> str:
+    """The pick's estimated step time and tokens/s, as a cell."""
+    name = result["recommendation"]["strategy"]
+    row = next((r for r in result["strategies"] if r["name"] == name), None)
+    if row is None:
+        return "-"
+    return f"{row['step_seconds']:.2f} ({row['tokens_per_second']:,.0f})"
+
+
+# (case, plan options): the cases of the planner's recommendation tests
+CASES = (
+    ("13B, 4 x 80 GB", {"params": "13b", "gpus": 4, "gpu_memory": "80GB"}),
+    (
+        "llama-3-70b, 2 nodes x 8 x 80 GB",
+        {"model": "llama-3-70b", "gpus": 16, "nodes": 2, "gpu_memory": "80GB"},
+    ),
+    (
+        "llama-3-70b, 2 nodes x 8 x 80 GB, 2 TB host memory per node",
+        {
+            "model": "llama-3-70b",
+            "gpus": 16,
+            "nodes": 2,
+            "gpu_memory": "80GB",
+            "cpu_memory": "2TB",
+        },
+    ),
+    (
+        "llama-3-70b, 8 x 80 GB, 1.5 TB host memory",
+        {"model": "llama-3-70b", "gpus": 8, "gpu_memory": "80GB", "cpu_memory": "1.5TB"},
+    ),
+)
+
+
+def _short(change: str) -> str:
+    """An alternative's change, up to its details."""
+    return re.split(r" \(| instead of| on every", change)[0]
+
+
+def recommendations() -> list[list[str]]:
+    """What the planner recommends in each case, and what else it says would fit."""
+    out = []
+    for case, options in CASES:
+        result = plan(**options)
+        rec = result["recommendation"]
+        row = next((r for r in result["strategies"] if r["name"] == rec["strategy"]), None)
+        host = rec.get("host_memory")
+        memory = "-"
+        if host:
+            checked = "checked" if host["checked"] else "not checked"
+            memory = f"{gb(host['needed_per_node'])} ({checked})"
+        alternatives = "; ".join(
+            f"{_short(a['change'])}: {a['strategy'] or 'none fits'}"
+            + (f" {a['step_seconds']:.2f} s" if a.get("step_seconds") else "")
+            for a in rec["alternatives"]
+        )
+        out.append(
+            [
+                case,
+                rec["strategy"] or "none",
+                gb(row["per_gpu_bytes"]["total"]) if row else "-",
+                _step(result),
+                memory,
+                alternatives or "-",
+            ]
+        )
+    return out
+
+
+CASE_HEADERS = [
+    "case",
+    "pick",
+    "per-GPU GB",
+    "step s (tokens/s)",
+    "host GB per node",
+    "alternatives (step s)",
+]
+
+
 def rows() -> list[list[str]]:
     out = []
     for name in MODELS:
@@ -73,6 +156,7 @@ def rows() -> list[list[str]]:
                 gb(b["total"]),
                 gb(ac["per_gpu_bytes"]["total"]),
                 result["recommendation"]["strategy"] or "none",
+                _step(result),
                 gb(ds["gpu"]),
                 f"{gb(ds['gpu_offload'])} + {gb(ds['cpu_offload_per_node'])} CPU",
                 gb(acc["mixed"]),
@@ -91,6 +175,7 @@ HEADERS = [
     "plan: total",
     "plan: total +AC",
     "plan: pick",
+    "plan: pick's step s (tokens/s)",
     "DeepSpeed Z3",
     "DeepSpeed Z3 offload",
     "accelerate bf16",
@@ -106,17 +191,24 @@ def main(argv: list[str] | None = None) -> int:
     table = rows()
     elapsed = time.perf_counter() - start
     print(f"per-GPU GB (10^9 bytes), {GPUS} x {GPU_MEMORY}, seq 4096, micro-batch 1, bf16, AdamW")
-    if args.markdown:
-        print("| " + " | ".join(HEADERS) + " |")
-        print("|" + "---|" * len(HEADERS))
+    _print(HEADERS, table, args.markdown)
+    print(f"planned {len(table)} models in {elapsed * 1000:.0f} ms")
+    print()
+    print("recommendations (seq 4096, micro-batch 1, bf16, AdamW; H100 at 40% MFU)")
+    _print(CASE_HEADERS, recommendations(), args.markdown)
+    return 0
+
+
+def _print(headers: list[str], table: list[list[str]], markdown: bool) -> None:
+    if markdown:
+        print("| " + " | ".join(headers) + " |")
+        print("|" + "---|" * len(headers))
         for r in table:
             print("| " + " | ".join(r) + " |")
-    else:
-        widths = [max(len(x) for x in col) for col in zip(HEADERS, *table, strict=True)]
-        for r in [HEADERS, *table]:
-            print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
-    print(f"planned {len(table)} models in {elapsed * 1000:.0f} ms")
-    return 0
+        return
+    widths = [max(len(x) for x in col) for col in zip(headers, *table, strict=True)]
+    for r in [headers, *table]:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
 
 
 if __name__ == "__main__":

@@ -487,6 +487,16 @@ def refresh(source, urls, base, docs_version, prune, dest, as_json) -> int:
     help="Default inter-node bandwidth when --inter-node-bandwidth is not given.",
 )
 @click.option("--cpu-memory", metavar="SIZE", help="CPU memory per node, to check offloading.")
+@click.option("--mfu", type=float, help="Fraction of peak FLOP/s compute reaches [0.4].")
+@click.option("--gpu-flops", metavar="RATE", help="Peak per GPU: 989TFLOPS [H100 SXM].")
+@click.option(
+    "--cpu-adam-rate",
+    metavar="N",
+    help="CPU AdamW parameters/s per rank with offload (benchmarks/cpu_adam.py measures it).",
+)
+@click.option(
+    "--lora-rank", type=int, metavar="R", help="Plan LoRA adapters of rank R on a frozen base."
+)
 @click.option("--torch-version", metavar="X.Y", help="Write the snippet for this torch.")
 @json_option
 def plan_command(
@@ -509,10 +519,14 @@ def plan_command(
     interconnect,
     network,
     cpu_memory,
+    mfu,
+    gpu_flops,
+    cpu_adam_rate,
+    lora_rank,
     torch_version,
     as_json,
 ) -> int:
-    """Will it fit, which strategy, what will it cost: memory and communication per GPU."""
+    """Will it fit, which strategy, what will it cost: memory, communication and step time."""
     from fsdp_skill.plan import plan as run_plan
 
     result = run_plan(
@@ -535,6 +549,10 @@ def plan_command(
         interconnect=interconnect,
         network=network,
         cpu_memory=cpu_memory,
+        mfu=mfu,
+        gpu_flops=gpu_flops,
+        cpu_adam_rate=cpu_adam_rate,
+        lora_rank=lora_rank,
         torch_version=torch_version,
     )
     if as_json:

@@ -5,6 +5,14 @@ snippet does, runs a warm-up step (which creates the optimizer states) and then 
 the peak bytes allocated during one more step: on CUDA with ``max_memory_allocated``, on CPU
 from the allocation events of ``torch.profiler`` (``profile_memory=True``). Needs an
 initialised process group; imports torch, so only the benchmarks and tests load it.
+
+On CPU, initialise the ``fake`` backend (one process playing rank 0 of a world of any
+size), not gloo: the profiler records allocations and frees only on the threads it
+profiles, and gloo's worker threads sometimes drop the last reference to a collective's
+buffers, so their frees go unrecorded and the running total (hence the peak) drifts up by
+whole buffers, more often on a loaded machine. The fake backend communicates nothing, on the
+calling thread, so every free is seen, and like NCCL it allocates no host-side copies.
+Garbage left by the warm-up step is collected before the measured one for the same reason.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ def build(config: dict[str, Any], strategy: str, device: Any) -> tuple[Any, Any]
     from torch.nn.parallel import DistributedDataParallel
     from transformers import AutoConfig, LlamaForCausalLM
 
-    cfg = AutoConfig.for_model("llama", **config)
+    # no KV cache in training (with it, checkpointing appends each layer's keys twice)
+    cfg = AutoConfig.for_model("llama", use_cache=False, **config)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     offload = "+offload" in strategy
@@ -45,6 +54,12 @@ def build(config: dict[str, Any], strategy: str, device: Any) -> tuple[Any, Any]
     if strategy.startswith("ddp"):
         ids = [device.index] if device.type == "cuda" else None
         model = DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
+        if torch.distributed.get_backend() == "fake":
+            # the fake group's all-reduce returns no tensor; this hook returns the bucket
+            # untouched, as an in-place all-reduce leaves it
+            from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+            model.register_comm_hook(None, noop_hook)
     else:
         world = torch.distributed.get_world_size()
         kwargs: dict[str, Any] = {
@@ -59,8 +74,10 @@ def build(config: dict[str, Any], strategy: str, device: Any) -> tuple[Any, Any]
         for layer in model.model.layers:
             fully_shard(layer, reshard_after_forward=reshard, **kwargs)
         fully_shard(model, **kwargs)
-    # foreach, as the optimizer defaults to on GPUs (on CPU it would loop per tensor)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    # as the planner's snippet: foreach on GPUs (the default there), the fused CPU kernel
+    # for offloaded shards
+    impl = {"fused": True} if offload else {"foreach": True}
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, **impl)
 
 
 def train_step(model: Any, optimizer: Any, ids: Any, strategy: str) -> None:
@@ -90,6 +107,7 @@ def peak_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, devi
         model, optimizer = build(config, strategy, device)
         ids = torch.randint(0, config["vocab_size"], (batch, seq), device=device)
         train_step(model, optimizer, ids, strategy)
+        gc.collect()
         with record_function("measured-step"):
             train_step(model, optimizer, ids, strategy)
     events = sorted(prof.profiler.kineto_results.events(), key=lambda e: e.start_ns())
@@ -114,6 +132,7 @@ def _peak_cuda(config: dict[str, Any], strategy: str, seq: int, batch: int, devi
     model, optimizer = build(config, strategy, device)
     ids = torch.randint(0, config["vocab_size"], (batch, seq), device=device)
     train_step(model, optimizer, ids, strategy)
+    gc.collect()
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     train_step(model, optimizer, ids, strategy)
@@ -125,8 +144,54 @@ def _peak_cuda(config: dict[str, Any], strategy: str, seq: int, batch: int, devi
     return peak
 
 
-def planned_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, world: int) -> int:
-    """The planner's per-GPU total for the same run."""
+def step_seconds(
+    config: dict[str, Any], strategy: str, seq: int, batch: int, device: Any, steps: int = 5
+) -> dict[str, float]:
+    """Median seconds of forward + backward, of the optimizer step and of the whole step,
+    over ``steps`` steady-state steps (after two warm-up steps)."""
+    import statistics
+    import time
+
+    import torch
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    model, optimizer = build(config, strategy, device)
+    ids = torch.randint(0, config["vocab_size"], (batch, seq), device=device)
+    for _ in range(2):
+        train_step(model, optimizer, ids, strategy)
+    compute, update = [], []
+    for _ in range(steps):
+        sync()
+        start = time.perf_counter()
+        outputs = model(input_ids=ids, labels=ids)
+        outputs.loss.backward()
+        del outputs
+        sync()
+        middle = time.perf_counter()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sync()
+        compute.append(middle - start)
+        update.append(time.perf_counter() - middle)
+    del model, optimizer, ids
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    totals = [c + u for c, u in zip(compute, update, strict=True)]
+    return {
+        "forward_backward": statistics.median(compute),
+        "optimizer": statistics.median(update),
+        "step": statistics.median(totals),
+    }
+
+
+def planned_row(
+    config: dict[str, Any], strategy: str, seq: int, batch: int, world: int, **options: Any
+) -> dict[str, Any]:
+    """The planner's row for the same run (``options`` as ``plan`` takes them)."""
     from fsdp_skill.plan import plan
 
     result = plan(
@@ -135,5 +200,11 @@ def planned_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, w
         gpu_memory="100TB",
         seq_len=seq,
         micro_batch=batch,
+        **options,
     )
-    return next(s for s in result["strategies"] if s["name"] == strategy)["per_gpu_bytes"]["total"]
+    return next(s for s in result["strategies"] if s["name"] == strategy)
+
+
+def planned_bytes(config: dict[str, Any], strategy: str, seq: int, batch: int, world: int) -> int:
+    """The planner's per-GPU total for the same run."""
+    return planned_row(config, strategy, seq, batch, world)["per_gpu_bytes"]["total"]

@@ -19,8 +19,8 @@ from fsdp_skill.plan.strategies import Strategy
 
 MASTER_BYTES = 4  # sharded parameters, their gradients and optimizer states are fp32
 # The foreach Adam/AdamW step allocates one fp32 temporary per parameter (sqrt of the second
-# moment); foreach SGD updates in place.
-STEP_TEMP_BYTES = {"adamw": 4, "adam": 4, "sgd": 0, "sgd-nomomentum": 0}
+# moment); foreach SGD updates in place, and so does a fused 8-bit AdamW kernel.
+STEP_TEMP_BYTES = {"adamw": 4, "adam": 4, "sgd": 0, "sgd-nomomentum": 0, "adamw8bit": 0}
 
 
 def shard_numel(shapes: tuple[tuple[int, ...], ...], world: int) -> int:
@@ -100,6 +100,29 @@ def shard_world(setup: Setup, strategy: Strategy) -> int:
     return setup.gpus
 
 
+def model_states(setup: Setup, world: int) -> tuple[int, int, int, int]:
+    """Bytes of one rank's shard: parameters, gradients, optimizer states, step temporaries.
+
+    Training the whole model keeps everything in fp32. With LoRA the frozen base is stored in
+    the compute dtype and only the adapters (fp32) have gradients and optimizer states.
+    """
+    shard = model_shard_numel(setup.spec, world)
+    opt, temp = setup.optimizer_bytes, STEP_TEMP_BYTES[setup.optimizer]
+    if not setup.lora_rank:
+        return MASTER_BYTES * shard, MASTER_BYTES * shard, opt * shard, temp * shard
+    adapters = math.ceil(setup.trainable_params / world)
+    params = setup.compute_bytes * shard + MASTER_BYTES * adapters
+    return params, MASTER_BYTES * adapters, opt * adapters, temp * adapters
+
+
+def trained_unit_params(setup: Setup) -> tuple[int, int]:
+    """Parameters with gradients in one decoder layer and in the root unit."""
+    spec = setup.spec
+    if setup.lora_rank:
+        return spec.lora_layer_params(setup.lora_rank), 0
+    return spec.layer_params, spec.root_params
+
+
 def estimate(setup: Setup, strategy: Strategy) -> Memory:
     """The memory one GPU (and its node's CPU) needs at the peak of a training step."""
     spec, c, r = setup.spec, setup.compute_bytes, setup.reduce_bytes
@@ -114,16 +137,14 @@ def estimate(setup: Setup, strategy: Strategy) -> Memory:
         autocast=ddp and c != MASTER_BYTES,
     )
     world = shard_world(setup, strategy)
-    shard = model_shard_numel(spec, world)
-    params = MASTER_BYTES * shard
-    grads = MASTER_BYTES * shard
-    optimizer = setup.optimizer_bytes * shard
-    step = STEP_TEMP_BYTES[setup.optimizer] * shard
+    params, grads, optimizer, step = model_states(setup, world)
     n, unit, root = spec.params, spec.layer_params, spec.root_params
+    unit_grad, root_grad = trained_unit_params(setup)
     if ddp:
-        # Under autocast, the low-precision weight copies stay alive until backward uses them.
+        # Under autocast, the low-precision weight copies stay alive until backward uses them
+        # (a LoRA base is already stored in the compute dtype: no copies).
         # (gradient_as_bucket_view=True makes the gradients views into DDP's buckets.)
-        copies = (c * n) if c != MASTER_BYTES else 0
+        copies = (c * n) if c != MASTER_BYTES and not setup.lora_rank else 0
         return Memory(params, grads, optimizer, acts, copies, copies, step, True, 0, 0)
     # The root unit (embeddings, norm, head) is not resharded after forward; backward starts
     # with it and the prefetched last layer gathered.
@@ -137,7 +158,7 @@ def estimate(setup: Setup, strategy: Strategy) -> Memory:
     # In the layers' backward: the root's unsharded gradient (reduced at the very end), the
     # gathered units, and the unit being reduced (its unsharded gradients plus the
     # reduce-scatter input buffer).
-    buffers = 2 * c * root + gathered + (c + r) * unit
+    buffers = c * root + c * root_grad + gathered + (c + r) * unit_grad
     cpu = 0
     if strategy.offload:
         # Sharded params, grads and optimizer states live in (pinned) CPU memory; each

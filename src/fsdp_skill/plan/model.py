@@ -74,6 +74,45 @@ class ModelSpec:
         return max(math.prod(s) for s in (*self.root_tensors, *self.layer_tensors))
 
     @property
+    def idle_expert_params(self) -> int:
+        """Parameters of the experts a token does not use, in one layer (0 without experts)."""
+        if not self.experts:
+            return 0
+        per_expert = sum(math.prod(s[1:]) for s in self.layer_tensors if len(s) == 3)
+        return (self.experts - self.experts_per_token) * per_expert
+
+    @property
+    def lookup_params(self) -> int:
+        """Embedding rows read by index rather than multiplied: the input embedding (unless the
+        output head shares it) and GPT-2's learned positions."""
+        positions = math.prod(self.root_tensors[1]) if self.family == "gpt2" else 0
+        return (0 if self.tied else self.vocab * self.hidden) + positions
+
+    @property
+    def layer_matrix_params(self) -> int:
+        """Weight-matrix parameters of one decoder layer a token is multiplied with (norm
+        weights and biases are added, not multiplied; MoE: only the routed experts)."""
+        matrices = sum(math.prod(s) for s in self.layer_tensors if len(s) >= 2)
+        return matrices - self.idle_expert_params
+
+    @property
+    def matmul_params(self) -> int:
+        """Parameters each token is multiplied with (the N of 6 x N training FLOPs)."""
+        if not self.exact:  # only a count: all of it but the embedding lookups
+            return self.params - self.lookup_params
+        root = sum(math.prod(s) for s in self.root_tensors if len(s) >= 2)
+        return root - self.lookup_params + self.num_layers * self.layer_matrix_params
+
+    def lora_layer_params(self, rank: int) -> int:
+        """LoRA adapter parameters of one decoder layer, rank ``rank`` on every weight matrix
+        (A: rank x in, B: out x rank; a 3-D stack of experts gets one pair per expert)."""
+        total = 0
+        for shape in self.layer_tensors:
+            if len(shape) >= 2:
+                total += math.prod(shape[:-2]) * rank * (shape[-2] + shape[-1])
+        return total
+
+    @property
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 

@@ -1,4 +1,4 @@
-"""``plan``: memory and communication of every strategy, and the one to use."""
+"""``plan``: memory, communication and step time of every strategy, and the one to use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from fsdp_skill.errors import UsageError
 from fsdp_skill.knowledge import installed_torch_version
-from fsdp_skill.plan import activations, comm, memory, snippet
+from fsdp_skill.plan import activations, evaluate, host, recommend, step
 from fsdp_skill.plan.activations import ATTENTION
 from fsdp_skill.plan.model import ModelSpec, from_hf_config, from_param_count, load_config_file
 from fsdp_skill.plan.setup import (
@@ -20,13 +20,12 @@ from fsdp_skill.plan.setup import (
     check_choice,
     check_layout,
 )
-from fsdp_skill.plan.strategies import Strategy, candidates
 from fsdp_skill.plan.units import (
     format_bytes,
-    format_seconds,
     parse_bandwidth,
     parse_bytes,
     parse_count,
+    parse_flops,
 )
 
 DEFAULT_SEQ_LEN = 4096
@@ -64,6 +63,7 @@ LIMITS = {
     "--nodes": 100_000,
     "--seq-len": 10_000_000,
     "--micro-batch": 1_000_000,
+    "--lora-rank": 65_536,
 }
 """The largest value each whole-number option takes (the MCP server's bounds too)."""
 
@@ -100,6 +100,33 @@ def _default(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
+def _mfu(value: Any) -> float:
+    """``--mfu`` as a fraction in (0, 1]."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if not 0 < number <= 1:
+        raise UsageError(f"--mfu must be a fraction in (0, 1], got {value!r}")
+    return number
+
+
+def _lora_rank(value: Any) -> int:
+    """``--lora-rank``: 0 (train every weight) or a positive rank."""
+    if value is None or value == 0:
+        return 0
+    return _positive_int(value, "--lora-rank")
+
+
+def _host_memory(options: dict[str, Any], gpus: int, nodes: int) -> tuple[int | None, str | None]:
+    """CPU memory per node: given, else this machine's when the plan is for it, else None."""
+    given = options.get("cpu_memory")
+    if given:
+        return parse_bytes(given, "--cpu-memory"), "given"
+    local = host.local_memory_for(gpus, nodes)
+    return (local, "local") if local else (None, None)
+
+
 def build_setup(spec: ModelSpec, **options: Any) -> Setup:
     """Check every option and bundle them with the model."""
     gpus = _positive_int(options.get("gpus"), "--gpus")
@@ -114,7 +141,9 @@ def build_setup(spec: ModelSpec, **options: Any) -> Setup:
     network = check_choice(options.get("network", "infiniband"), NETWORKS, "network")
     bandwidth = options.get("bandwidth")
     inter = options.get("inter_node_bandwidth")
-    cpu_memory = options.get("cpu_memory")
+    cpu_memory, cpu_source = _host_memory(options, gpus, nodes)
+    gpu_flops = options.get("gpu_flops")
+    cpu_adam = options.get("cpu_adam_rate")
     return Setup(
         spec=spec,
         gpus=gpus,
@@ -136,54 +165,13 @@ def build_setup(spec: ModelSpec, **options: Any) -> Setup:
             parse_bandwidth(inter, "--inter-node-bandwidth") if inter else NETWORKS[network]
         ),
         bandwidth_assumed=not bandwidth,
-        cpu_memory=parse_bytes(cpu_memory, "--cpu-memory") if cpu_memory else None,
+        cpu_memory=cpu_memory,
+        cpu_memory_source=cpu_source,
+        mfu=_mfu(_default(options.get("mfu"), step.DEFAULT_MFU)),
+        peak_flops=parse_flops(gpu_flops, "--gpu-flops") if gpu_flops else None,
+        cpu_adam_rate=parse_count(cpu_adam, "--cpu-adam-rate") if cpu_adam else None,
+        lora_rank=_lora_rank(options.get("lora_rank")),
     )
-
-
-def _strategy_row(setup: Setup, strategy: Strategy) -> dict[str, Any]:
-    mem = memory.estimate(setup, strategy)
-    traffic = comm.estimate(setup, strategy)
-    fits_gpu = mem.total <= setup.usable_gpu_memory
-    fits_cpu = setup.cpu_memory is None or mem.cpu_per_node <= setup.cpu_memory
-    notes = [f"FSDP1/DeepSpeed equivalent: {strategy.fsdp1}"]
-    world = memory.shard_world(setup, strategy)
-    states = mem.params + mem.grads + mem.optimizer + mem.cpu_per_rank
-    per_param = 4 + 4 + setup.optimizer_bytes
-    even = setup.spec.params / world
-    padded = memory.model_shard_numel(setup.spec, world)
-    where = " (on the CPU)" if strategy.offload else ""
-    if setup.spec.exact and padded > even * 1.01:
-        notes.append(
-            f"model states {format_bytes(states)} on the fullest rank{where}, "
-            f"{padded / even:.2f}x the even {per_param} bytes x {setup.spec.params:,} params / "
-            f"{world}: FSDP2 shards each tensor on dim 0, and a tensor with fewer rows than "
-            "ranks (e.g. stacked experts) leaves some ranks a full row and others none; "
-            "fully_shard's shard_placement_fn can shard such tensors on dim 1 instead"
-        )
-    else:
-        notes.append(
-            f"model states {format_bytes(states)} per rank{where} = {per_param} bytes x "
-            f"{setup.spec.params:,} params / {world}"
-        )
-    if not fits_cpu:
-        notes.append(f"needs {format_bytes(mem.cpu_per_node)} of CPU memory per node")
-    return {
-        "name": strategy.name,
-        "fits": fits_gpu and fits_cpu,
-        "per_gpu_bytes": mem.per_gpu(),
-        "cpu_bytes": mem.cpu_per_node,
-        "cpu_bytes_per_rank": mem.cpu_per_rank,
-        "peak_phase": max(mem.phases, key=mem.phases.get),
-        "comm_bytes_per_step": traffic.total,
-        "comm_seconds_per_step": round(traffic.seconds, 4),
-        "comm": traffic.as_dict(),
-        "shard_size": world,
-        "replicate_size": setup.gpus // world,
-        "reshard_after_forward": strategy.reshard_after_forward,
-        "cpu_offload": strategy.offload,
-        "activation_checkpointing": strategy.checkpointing,
-        "notes": notes,
-    }
 
 
 def _loss_note(setup: Setup) -> str | None:
@@ -203,53 +191,6 @@ def _loss_note(setup: Setup) -> str | None:
     )
 
 
-def _rank_key(row: dict[str, Any]) -> tuple:
-    # Offload and recomputation cost more than extra collectives, so they come last; DDP,
-    # when it fits, needs no parameter gathering at all; then the least communication.
-    return (
-        row["cpu_offload"],
-        row["activation_checkpointing"],
-        row["reshard_after_forward"] is not None,  # False for DDP, which has no resharding
-        row["comm_seconds_per_step"],
-    )
-
-
-def _recommend(setup: Setup, rows: list[dict], strategies: dict[str, Strategy], torch_version):
-    usable = format_bytes(setup.usable_gpu_memory)
-    fitting = sorted((r for r in rows if r["fits"]), key=_rank_key)
-    if not fitting:
-        best = min(rows, key=lambda r: r["per_gpu_bytes"]["total"])
-        return {
-            "strategy": None,
-            "why": (
-                f"nothing fits in {usable} per GPU ({format_bytes(setup.gpu_memory)} less "
-                f"{setup.headroom:.0%} headroom); the smallest is {best['name']} at "
-                f"{format_bytes(best['per_gpu_bytes']['total'])}. Add GPUs, shorten --seq-len, "
-                "lower --micro-batch, or shard further with tensor/context parallelism."
-            ),
-            "snippet": "",
-        }
-    pick = fitting[0]
-    strategy = strategies[pick["name"]]
-    too_big = [r["name"] for r in rows if not r["fits"] and not r["cpu_offload"]]
-    why = (
-        f"{pick['name']} fits: {format_bytes(pick['per_gpu_bytes']['total'])} of {usable} usable "
-        f"per GPU ({format_bytes(setup.gpu_memory)} less {setup.headroom:.0%} headroom), with an "
-        f"estimated {format_seconds(pick['comm_seconds_per_step'])} of communication per step. "
-        "Chosen as the first that fits in this order: without CPU offload, then without "
-        "activation checkpointing (both slow a step down), DDP before sharding (no parameter "
-        "gathering), then the least communication."
-    )
-    if too_big:
-        why += f" Does not fit: {', '.join(too_big)}."
-    return {
-        "strategy": pick["name"],
-        "why": why,
-        "snippet": snippet.render(setup, strategy, torch_version),
-        "torch_version": torch_version,
-    }
-
-
 def plan(
     params: str | int | float | None = None,
     model_config: str | Path | dict | None = None,
@@ -264,13 +205,16 @@ def plan(
     activation_checkpointing: bool = False,
     **more: Any,
 ) -> dict[str, Any]:
-    """Memory per GPU, CPU memory, communication per step for each strategy, and a pick.
+    """Memory per GPU, CPU memory, communication and step time for each strategy, and a pick.
 
     ``more`` takes ``headroom`` (fraction, default 0.1), ``attention`` ("sdpa" | "eager"),
     ``reduce_dtype`` ("fp32" | "bf16" | "fp16"), ``bandwidth`` and ``inter_node_bandwidth``
     (e.g. "150GB/s"), ``interconnect`` ("nvlink" | "pcie"), ``network`` ("infiniband" |
-    "ethernet"), ``cpu_memory`` (per node), ``torch_version`` (default: installed) and
-    ``local_paths`` (default True; False: ``model`` is never read as a local path).
+    "ethernet"), ``cpu_memory`` (per node), ``mfu`` (default 0.4), ``gpu_flops`` (peak per
+    GPU, e.g. "989TFLOPS"), ``cpu_adam_rate`` (CPU AdamW parameters/s per rank, e.g. "1.2e9"),
+    ``lora_rank`` (plan LoRA adapters of that rank on a frozen base), ``torch_version``
+    (default: installed) and ``local_paths`` (default True; False: ``model`` is never read as
+    a local path).
     With ``activation_checkpointing`` only checkpointed strategies are compared.
     Raises UsageError on bad input.
     """
@@ -283,6 +227,10 @@ def plan(
         "interconnect",
         "network",
         "cpu_memory",
+        "mfu",
+        "gpu_flops",
+        "cpu_adam_rate",
+        "lora_rank",
         "torch_version",
         "local_paths",
     }
@@ -303,8 +251,8 @@ def plan(
         **{k: v for k, v in more.items() if k != "torch_version" and v is not None},
     )
     torch_version = more.get("torch_version") or installed_torch_version()
-    strategies = {s.name: s for s in candidates(setup.nodes, bool(activation_checkpointing))}
-    rows = [_strategy_row(setup, s) for s in strategies.values()]
+    checkpointing_only = bool(activation_checkpointing)
+    rows, strategies = evaluate.rows_for(setup, torch_version, checkpointing_only)
     notes = list(spec.notes)
     notes.append(
         "total is the peak over a step (peak_phase says where), not the sum of the columns: "
@@ -331,6 +279,7 @@ def plan(
             f"--seq-len {setup.seq_len} is longer than the {spec.max_positions} positions "
             "the model config declares"
         )
+    notes.append(_step_note(setup, rows))
     loss_note = _loss_note(setup)
     if loss_note:
         notes.append(loss_note)
@@ -354,8 +303,38 @@ def plan(
             "intra_node_bandwidth": setup.intra_bandwidth,
             "inter_node_bandwidth": setup.inter_bandwidth,
             "cpu_memory": setup.cpu_memory,
+            "cpu_memory_source": setup.cpu_memory_source,
+            "mfu": setup.mfu,
+            "peak_flops": step.peak_flops(setup),
+            "lora_rank": setup.lora_rank,
+            "trainable_params": setup.trainable_params,
         },
         "strategies": rows,
-        "recommendation": _recommend(setup, rows, strategies, torch_version),
+        "recommendation": recommend.recommend(
+            setup, rows, strategies, torch_version, checkpointing_only
+        ),
         "notes": notes,
     }
+
+
+def _step_note(setup: Setup, rows: list[dict[str, Any]]) -> str:
+    """What the step times assume, and how to make them yours."""
+    peak = step.peak_flops(setup)
+    gpu = "given" if setup.peak_flops else f"an {step.GPU_NAME}'s {setup.precision} peak"
+    text = (
+        f"step times assume {setup.mfu:.0%} MFU of {peak / 1e12:,.0f} TFLOP/s per GPU ({gpu}; "
+        "set --mfu and --gpu-flops), one micro-batch per step, communication hidden behind "
+        "compute where FSDP2 prefetches it"
+    )
+    if any(r["cpu_offload"] for r in rows):
+        if setup.cpu_adam_rate:
+            rate = f"{setup.cpu_adam_rate / 1e6:,.0f}M parameters/s per rank (given)"
+        else:
+            rate = (
+                f"{step.CPU_ADAMW_RATE['fused'] / 1e9:.1f}B parameters/s per rank for the "
+                "fused CPU AdamW on one core (torchrun's OMP_NUM_THREADS=1), as "
+                "benchmarks/cpu_adam.py measured it on an AMD EPYC core: pass --cpu-adam-rate "
+                "with what it measures on your nodes"
+            )
+        text += f"; offload's CPU optimizer step assumes {rate}"
+    return text

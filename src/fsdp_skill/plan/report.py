@@ -19,6 +19,8 @@ COLUMNS = (
     "cpu/node",
     "comm/step",
     "comm time",
+    "step time",
+    "tokens/s",
 )
 
 
@@ -29,6 +31,13 @@ PHASES = {
 }
 
 
+def _fits(row: dict[str, Any]) -> str:
+    """yes; thin (fits, but with less than the margin free); no."""
+    if not row["fits"]:
+        return "no"
+    return "yes" if row.get("fits_with_margin", True) else "thin"
+
+
 def rows(result: dict[str, Any]) -> list[list[str]]:
     """One list of cell texts per strategy, in COLUMNS order."""
     out = []
@@ -37,7 +46,7 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
         out.append(
             [
                 s["name"],
-                "yes" if s["fits"] else "no",
+                _fits(s),
                 format_bytes(b["params"]),
                 format_bytes(b["grads"]),
                 format_bytes(b["optimizer"]),
@@ -48,6 +57,8 @@ def rows(result: dict[str, Any]) -> list[list[str]]:
                 format_bytes(s["cpu_bytes"]) if s["cpu_bytes"] else "-",
                 format_bytes(s["comm_bytes_per_step"]),
                 format_seconds(s["comm_seconds_per_step"]),
+                format_seconds(s["step_seconds"]),
+                f"{s['tokens_per_second']:,.0f}",
             ]
         )
     return out
@@ -76,6 +87,9 @@ def render_text(result: dict[str, Any], rich: bool) -> str:
         parts += [f"Recommendation: {rec['strategy']}", rec["why"], "", rec["snippet"].rstrip()]
     else:
         parts += ["Recommendation: none", rec["why"]]
+    if rec.get("alternatives"):
+        parts += ["", "Alternatives:"]
+        parts += [f"- {a['change']}: {a['effect']}" for a in rec["alternatives"]]
     notes = list(result["notes"])
     chosen = next((s for s in result["strategies"] if s["name"] == rec["strategy"]), None)
     if chosen:

@@ -85,6 +85,22 @@ def parse_count(text: str | int | float, what: str = "parameter count") -> int:
     return int(round(_in_range(value, text, what, MAX_COUNT)))
 
 
+def parse_flops(text: str | int | float, what: str = "FLOP/s") -> float:
+    """A compute rate such as ``989TFLOPS``, ``989T``, ``1.979e15`` or a bare ``989``
+    (under a million: TFLOP/s), in FLOP/s."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(parse_count(text, what))
+    cleaned = re.sub(r"\s*flop(s|/s)?\s*$", "", str(text).strip(), flags=re.IGNORECASE)
+    if re.fullmatch(r"[0-9]*\.?[0-9]+", cleaned) and float(cleaned) < 1e6:
+        cleaned += "t"  # a bare small number is read as TFLOP/s
+    try:
+        return float(parse_count(cleaned, what))
+    except UsageError:
+        raise UsageError(
+            f"cannot read {what} {text!r}: use a rate like 989TFLOPS, 989T or 9.89e14"
+        ) from None
+
+
 def parse_bytes(text: str | int | float, what: str = "memory size") -> int:
     """A size such as ``80GB`` (10^9), ``80GiB`` (2^30) or a bare ``80`` (gigabytes), in bytes."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):

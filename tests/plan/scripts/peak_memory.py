@@ -1,10 +1,15 @@
-"""Run under torchrun: the real peak memory of a training step per strategy (CPU, measured
-from profiler allocation events) next to the planner's per-GPU total.
+"""The real peak memory of a training step per strategy (CPU, measured from profiler
+allocation events) next to the planner's per-GPU total, for rank 0 of a world of
+``argv[1]`` ranks played by one process on the ``fake`` backend (see plan/measure.py for why
+not gloo). Rank 0 holds the most of every unevenly split tensor: the fullest rank, which the
+planner reports.
 
-Output: one JSON line per strategy, from rank 0, prefixed with ``RESULT``.
+Output: one JSON line per strategy and repeat (``argv[2]``, default 1), prefixed with
+``RESULT``.
 """
 
 import json
+import sys
 
 import torch
 import torch.distributed as dist
@@ -24,15 +29,18 @@ SEQ, BATCH = 256, 2
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
-    world = dist.get_world_size()
-    for strategy in STRATEGIES:
-        measured = peak_bytes(CONFIG, strategy, SEQ, BATCH, torch.device("cpu"))
-        planned = planned_bytes(CONFIG, strategy, SEQ, BATCH, world)
-        if dist.get_rank() == 0:
-            row = {"strategy": strategy, "world": world, "measured": measured, "planned": planned}
+    world = int(sys.argv[1])
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    # one thread: CPU kernels size some scratch buffers by the thread count
+    torch.set_num_threads(1)
+    dist.init_process_group("fake", rank=0, world_size=world)
+    for repeat in range(repeats):
+        for strategy in STRATEGIES:
+            measured = peak_bytes(CONFIG, strategy, SEQ, BATCH, torch.device("cpu"))
+            planned = planned_bytes(CONFIG, strategy, SEQ, BATCH, world)
+            row = {"strategy": strategy, "world": world, "repeat": repeat}
+            row.update(measured=measured, planned=planned)
             print("RESULT " + json.dumps(row), flush=True)
-    dist.barrier()
     dist.destroy_process_group()
 
 
