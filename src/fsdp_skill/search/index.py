@@ -30,7 +30,15 @@ try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on eve
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
-_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py", "summary.py")
+_CODE = (
+    "pages.py",
+    "sections.py",
+    "index.py",
+    "tokens.py",
+    "glossary.py",
+    "summary.py",
+    "errors.py",
+)
 _STALE_AFTER_S = 7 * 24 * 3600
 
 HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
@@ -78,6 +86,10 @@ def _hash(files: list[Path]) -> str:
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    from fsdp_skill.search.errors import knowledge_files  # the signatures the index copies
+
+    for path in knowledge_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     for page in files:
         try:
             data = page.read_bytes()
@@ -102,6 +114,10 @@ CREATE TABLE section (  -- text last: ranking reads the small columns only
     url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
     summary TEXT NOT NULL, text TEXT NOT NULL
 );
+CREATE TABLE signature (  -- the error signatures of the pitfalls, as explain matches them
+    section TEXT NOT NULL, pattern TEXT NOT NULL, literal TEXT NOT NULL, anchored INTEGER NOT NULL,
+    tags TEXT NOT NULL
+);
 """
 
 
@@ -122,7 +138,7 @@ def write_index(path: Path, found: list[Section]) -> None:
     """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
     import tempfile  # imported only when writing: a search skips their import cost
 
-    from fsdp_skill.search import sections, summary, tokens
+    from fsdp_skill.search import errors, sections, summary, tokens
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -172,6 +188,10 @@ def write_index(path: Path, found: list[Section]) -> None:
                         s.text,
                     ),
                 )
+            db.executemany(
+                "INSERT INTO signature VALUES (?,?,?,?,?)",
+                errors.signature_rows({s.id for s in found}),
+            )
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             db.commit()
         finally:
@@ -336,6 +356,25 @@ def leaders(
         " WHERE fts MATCH ? ORDER BY score LIMIT ?",
         (*weights, expression, limit),
     ).fetchall()
+
+
+def rows(db: sqlite3.Connection, section_ids: list[str]) -> list[tuple]:
+    """The sections ``section_ids`` in the shape of ``leaders`` (bm25 0), in the order given."""
+    marks = ",".join("?" * len(section_ids))
+    found = {
+        row[1]: row
+        for row in db.execute(
+            "SELECT rowid, id, title, path, url, kind, intro, lean, 0.0 FROM section"
+            f" WHERE id IN ({marks})",
+            section_ids,
+        )
+    }
+    return [found[sid] for sid in section_ids if sid in found]
+
+
+def signatures(db: sqlite3.Connection) -> list[tuple[str, str, str, int, str]]:
+    """Every stored error signature: ``(section id, pattern, literal, anchored, tags)``."""
+    return db.execute("SELECT section, pattern, literal, anchored, tags FROM signature").fetchall()
 
 
 def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict[int, str]:

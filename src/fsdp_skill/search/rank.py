@@ -124,3 +124,14 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
         scored.append((score, row))
     scored.sort(key=lambda pair: (pair[1][7], -pair[0]))
     return [(*row[:-1], score) for score, row in scored[:k]]
+
+
+def first(leading: list[tuple], ranked: list[tuple], k: int) -> list[tuple]:
+    """``leading`` (rows as ``leaders`` returns them) before the re-ranked ``ranked``, each
+    row once, scored above every row after it."""
+    ids = {row[1] for row in leading}
+    rest = [row for row in ranked if row[1] not in ids]
+    top = max((row[-1] for row in rest), default=1.0)
+    n = len(leading)
+    lead = [(*row[:-1], top * (1 + 0.1 * (n - i))) for i, row in enumerate(leading)]
+    return (lead + rest)[:k]
