@@ -181,7 +181,9 @@ def test_version_history_sections_answer_version_questions(bundle):
         "reshard after forward was the default too.\n"
     )
     assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
-    assert _ids("fully_shard on torch 2.4", bundle)[0] == "fsdp2#older-versions"
+    assert _ids("which torch version has fully_shard", bundle)[0] == "fsdp2#older-versions"
+    # a version number alone states the asker's setup, not a question about versions
+    assert _ids("reshard after forward on torch 2.4", bundle)[0] == "fsdp2#reshard-after-forward"
 
 
 def test_a_bundle_without_references_is_a_usage_error(tmp_path):

@@ -29,7 +29,7 @@ SYMPTOM_WEIGHT = 6.0
 """The symptom column's weight for a question that describes a failure: there what the user
 saw says more than any title."""
 _FAILURE = re.compile(
-    r"\b(errors?|exceptions?|fail(s|ed|ing|ure)?|crash(es|ed|ing)?|hang(s|ing)?|hung|stuck"
+    r"\b(errors?|exceptions?|fail(s|ed|ing|ure)?|crash(es|ed|ing)?|hang(s|ing)?|hung|stucks?"
     r"|freez(e|es|ing)|frozen|deadlocks?|time[ds] out|oom|nan|inf|killed|segfault"
     r"|broken|wrong|mismatch(es|ed)?|incorrect|raises?|traceback|not working"
     r"|(does|did|do|is|was)n'?t work)\b|\w(Error|Exception)\b"
@@ -38,7 +38,8 @@ _FAILURE = re.compile(
 )
 SETTING_WORDS = frozenset(
     """train training trained gpu gpus multi multiple single card cards model models run
-    running runs script code python py main file""".split()
+    running runs script code python py main file fine tune tuning finetune finetuning sft
+    pretrain pretraining""".split()
 )
 """Words that say where a question is asked from (multi-GPU training of a model), not what
 it is about."""
@@ -64,7 +65,7 @@ HISTORY_PRIOR = 0.7
 _HISTORY_TITLE = re.compile(r"\b(older|versions?)\b", re.IGNORECASE)
 _VERSION_NUMBER = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)?(?![\w.])")
 _VERSION_WORDS = {"older", "old", "version", "versions", "since", "deprecated", "removed"}
-_VERSION_WORDS |= {"upgrade", "legacy", "import", "available", "introduced", "added"}
+_VERSION_WORDS |= {"legacy", "introduced"}
 
 
 def match_expression(terms: list[str]) -> str:
@@ -99,7 +100,7 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
     """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, lean, bm25)`` with
     priors; sections without content of their own come after every section with content."""
     named = query_identifiers(query)
-    about_versions = bool(_VERSION_WORDS.intersection(terms) or _VERSION_NUMBER.search(query))
+    about_versions = bool(_VERSION_WORDS.intersection(terms))
     asked = frozenset().union(*(content_words(term) for term in terms))
     failure = describes_failure(query)
     scored = []

@@ -31,7 +31,8 @@ STOP_WORDS = frozenset(
     out over same should so some such than that the their them then there these they this
     those to too under up use used uses using very via want was way we were what when where
     which while who why will with without would you your yet again please help does anyone
-    still instead work works working happen happens""".split()
+    still instead work works working happen happens problem problems issue issues question
+    questions bug bugs sure hi hello thanks thank know wonder wondering kindly""".split()
 )
 """English words too common in questions to say what a question is about."""
 
