@@ -62,6 +62,13 @@ INTRO_PRIOR = 0.8
 HISTORY_PRIOR = 0.7
 """Version-history sections name every API of their page; they answer version questions
 (and get the inverse boost for those)."""
+FLAVOUR_PRIOR = 0.7
+"""A section titled for the other FSDP (FSDP1's wrapper class, FSDP2's fully_shard) than the
+one the question names: its advice does not carry over."""
+_FLAVOURS = {
+    "fsdp2": re.compile(r"fsdp2|fsdp[ -]?v2|fully_shard|fsdpmodule|composable", re.IGNORECASE),
+    "fsdp1": re.compile(r"fsdp1|fsdp[ -]?v1|fullyshardeddataparallel|use_orig_params", re.IGNORECASE),
+}
 _HISTORY_TITLE = re.compile(r"\b(older|versions?)\b", re.IGNORECASE)
 _VERSION_NUMBER = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)?(?![\w.])")
 _VERSION_WORDS = {"older", "old", "version", "versions", "since", "deprecated", "removed"}
@@ -103,6 +110,7 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
     about_versions = bool(_VERSION_WORDS.intersection(terms))
     asked = frozenset().union(*(content_words(term) for term in terms))
     failure = describes_failure(query)
+    asked_flavours = {name for name, pattern in _FLAVOURS.items() if pattern.search(query)}
     scored = []
     for row in rows:
         _, _, title, _, _, kind, intro, _, bm25 = row
@@ -122,6 +130,10 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
             score *= REFERENCE_PRIOR
         if intro:
             score *= INTRO_PRIOR
+        if len(asked_flavours) == 1:
+            titled = {name for name, pattern in _FLAVOURS.items() if pattern.search(title)}
+            if titled and not titled & asked_flavours:
+                score *= FLAVOUR_PRIOR
         scored.append((score, row))
     scored.sort(key=lambda pair: (pair[1][7], -pair[0]))
     return [(*row[:-1], score) for score, row in scored[:k]]
