@@ -67,7 +67,9 @@ FLAVOUR_PRIOR = 0.7
 one the question names: its advice does not carry over."""
 _FLAVOURS = {
     "fsdp2": re.compile(r"fsdp2|fsdp[ -]?v2|fully_shard|fsdpmodule|composable", re.IGNORECASE),
-    "fsdp1": re.compile(r"fsdp1|fsdp[ -]?v1|fullyshardeddataparallel|use_orig_params", re.IGNORECASE),
+    "fsdp1": re.compile(
+        r"fsdp1|fsdp[ -]?v1|fullyshardeddataparallel|use_orig_params", re.IGNORECASE
+    ),
 }
 _HISTORY_TITLE = re.compile(r"\b(older|versions?)\b", re.IGNORECASE)
 _VERSION_NUMBER = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)?(?![\w.])")

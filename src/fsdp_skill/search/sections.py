@@ -35,7 +35,9 @@ _BOLD_LINE = re.compile(r"^\*\*([^*\n]{2,80}?)\*\*:?\s*$")
 _LINK_MARKUP = re.compile(r"!?\[[^\]]*\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _HEADING_LINE = re.compile(r"^#{1,6}\s.*$", re.MULTILINE)
 _SYMPTOM = re.compile(r"^\*\*Symptom\.\*\*(.*?)(?=^\*\*\w+\.\*\*|\Z)", re.DOTALL | re.MULTILINE)
-_SEEN = re.compile(r"^\*\*What you see\.\*\*(.*?)(?=\n\s*\n|\Z)", re.DOTALL | re.MULTILINE)
+_SEEN = re.compile(
+    r"^\*\*What you see[^*\n]{0,80}\.\*\*(.*?)(?=\n\s*\n|\Z)", re.DOTALL | re.MULTILINE
+)
 """A guide section's paragraph on what the user sees: searched like a pitfall's symptom."""
 SPLIT_ABOVE = 2500
 """A section longer than this (characters) is searched by its parts: one section that
@@ -151,7 +153,9 @@ def guide_sections(stem: str, rel: str, text: str, kind: str = "guide") -> Itera
     page_url = first_url(intro)
     intro_text = _clean(intro)
     if intro_text.strip():
-        yield Section(stem, title, rel, page_url, intro_text, title, "", kind)
+        yield Section(
+            stem, title, rel, page_url, intro_text, title, "", kind, symptom=_what_you_see(intro)
+        )
     seen: dict[str, int] = {}
     for heading, body in parts:
         slug = _unique(markdown.slugify(heading), seen)
