@@ -261,3 +261,13 @@ def test_setting_words_do_not_decide_when_the_question_says_more():
     assert rank.weighted_expression({"training": 2, "gpu": 1}) == (
         '"training" OR "training" OR "gpu"'
     )
+
+
+def test_british_and_american_spellings_find_each_other():
+    from fsdp_skill.search.tokens import spelling_variant
+
+    assert spelling_variant("initialize") == "initialise"
+    assert spelling_variant("utilisation") == "utilization"
+    assert spelling_variant("size") == spelling_variant("rise") == ""  # not an -ise ending
+    terms = query_terms("how to initialize weights after sharding")
+    assert {"initialize", "initialise"} <= set(terms)

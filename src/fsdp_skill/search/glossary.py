@@ -112,7 +112,7 @@ _CJK = {
     "后端": "backend",
     "多机": "multi node",
     "多节点": "multi node",
-    "单机": "single node",
+    "单机": "single",  # "one machine": where the question is asked from, like "单卡"
     "节点": "node",
     "多卡": "multi gpu",
     "单卡": "single gpu",
