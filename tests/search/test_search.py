@@ -197,7 +197,7 @@ def test_rerank_priors_on_equal_bm25_scores():
     from fsdp_skill.search import rank
 
     def row(rowid, sid, title, kind="guide", intro=0, lean=0, bm25=-10.0):
-        return (rowid, sid, title, "references/x.md", "", kind, intro, lean, bm25)
+        return (rowid, sid, title, "references/x.md", "", kind, intro, lean, 0, bm25)
 
     rows = [
         row(1, "x#other", "Something else entirely"),

@@ -112,7 +112,7 @@ CREATE VIRTUAL TABLE fts USING fts5(
 CREATE TABLE section (  -- text last: ranking reads the small columns only
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
     url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
-    summary TEXT NOT NULL, text TEXT NOT NULL
+    seen INTEGER NOT NULL, summary TEXT NOT NULL, text TEXT NOT NULL
 );
 CREATE TABLE signature (  -- the error signatures of the pitfalls, as explain matches them
     section TEXT NOT NULL, pattern TEXT NOT NULL, literal TEXT NOT NULL, anchored INTEGER NOT NULL,
@@ -174,7 +174,7 @@ def write_index(path: Path, found: list[Section]) -> None:
                         ),
                     )
                 db.execute(
-                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         rowid,
                         s.id,
@@ -184,6 +184,7 @@ def write_index(path: Path, found: list[Section]) -> None:
                         s.kind,
                         int(s.is_intro),
                         int(s.is_lean),
+                        int(bool(s.symptom)),
                         summary.section_summary(s.text, s.kind),
                         s.text,
                     ),
@@ -347,10 +348,11 @@ def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
 def leaders(
     db: sqlite3.Connection, expression: str, weights: tuple[float, ...], limit: int
 ) -> list[tuple]:
-    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, lean, bm25)``, best
-    first (FTS5's bm25 is negative: lower is better)."""
+    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, lean, seen, bm25)``,
+    best first (FTS5's bm25 is negative: lower is better; ``seen``: the section says what the
+    user sees)."""
     return db.execute(
-        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro, s.lean,"
+        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro, s.lean, s.seen,"
         f" bm25(fts, {', '.join('?' * len(weights))}) AS score"
         " FROM fts JOIN section s ON s.rowid = fts.rowid"
         " WHERE fts MATCH ? ORDER BY score LIMIT ?",
@@ -364,7 +366,7 @@ def rows(db: sqlite3.Connection, section_ids: list[str]) -> list[tuple]:
     found = {
         row[1]: row
         for row in db.execute(
-            "SELECT rowid, id, title, path, url, kind, intro, lean, 0.0 FROM section"
+            "SELECT rowid, id, title, path, url, kind, intro, lean, seen, 0.0 FROM section"
             f" WHERE id IN ({marks})",
             section_ids,
         )

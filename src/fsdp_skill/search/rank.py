@@ -56,7 +56,8 @@ TITLE_BOOST = 1.3
 TITLE_SHARE = 0.25
 """Each word of a section's title that the question uses adds this share of its title length."""
 PITFALL_PRIOR = 1.2
-"""A pitfall (a symptom, its cause and fix), for a question that describes a failure."""
+"""A pitfall (a symptom, its cause and fix), or a section that says what the user sees, for a
+question that describes a failure."""
 INTRO_PRIOR = 0.8
 """A page's opening summary mentions everything its sections explain."""
 HISTORY_PRIOR = 0.7
@@ -106,7 +107,7 @@ def weights(query: str) -> tuple[float, ...]:
 
 
 def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tuple]:
-    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, lean, bm25)`` with
+    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, lean, seen, bm25)`` with
     priors; sections without content of their own come after every section with content."""
     named = query_identifiers(query)
     about_versions = bool(_VERSION_WORDS.intersection(terms))
@@ -115,14 +116,14 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
     asked_flavours = {name for name, pattern in _FLAVOURS.items() if pattern.search(query)}
     scored = []
     for row in rows:
-        _, _, title, _, _, kind, intro, _, bm25 = row
+        _, _, title, _, _, kind, intro, _, seen, bm25 = row
         score = -bm25
         title_words = content_words(title)
         if len(title_words) >= 2 and title_words <= asked:
             score *= TITLE_BOOST
         if title_words:
             score *= 1 + TITLE_SHARE * len(title_words & asked) / len(title_words)
-        if kind == "pitfall" and failure:
+        if failure and (kind == "pitfall" or seen):
             score *= PITFALL_PRIOR
         if _HISTORY_TITLE.search(title):
             score *= 1 / HISTORY_PRIOR if about_versions else HISTORY_PRIOR
