@@ -131,7 +131,7 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
             score *= NAME_BOOST
         elif kind in ("api", "env"):
             score *= REFERENCE_PRIOR
-        if intro:
+        if intro and not seen:
             score *= INTRO_PRIOR
         if len(asked_flavours) == 1:
             titled = {name for name, pattern in _FLAVOURS.items() if pattern.search(title)}
