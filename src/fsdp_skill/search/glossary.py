@@ -272,7 +272,7 @@ _CJK.update(
         "占满": "full",
         "不均衡": "imbalance uneven",
         "不平衡": "imbalance uneven",
-        "一台机器": "single node",
+        "一台机器": "single",
         "两台机器": "multi node",
         "多台机器": "multi node",
         "机器": "node machine",
