@@ -1,7 +1,9 @@
 """Cold-start time of the fast-path commands, next to `python -c pass` measured in the same run.
 
 Each command runs as a fresh process (as an agent calls it) N times; the table shows the
-median and the 90th percentile wall time in milliseconds, and the cost over bare Python.
+median and the 90th percentile wall time in milliseconds, the cost over bare Python, and the
+median CPU time (user + system): on a busy machine wall time grows with the load, CPU time is
+the figure that compares across runs. The load average is printed with the table.
 
     python benchmarks/startup.py [--runs 20]
 """
@@ -9,6 +11,8 @@ median and the 90th percentile wall time in milliseconds, and the cost over bare
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,16 +43,19 @@ def commands(workdir: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
-def measure(argv: list[str], runs: int) -> list[float] | None:
-    """Wall times in ms, or None if the command is not available (exit 2 on first run)."""
-    times = []
+def measure(argv: list[str], runs: int) -> tuple[list[float], list[float]] | None:
+    """Wall and CPU times in ms, or None if the command is not available (exit 2 on first run)."""
+    times, cpu = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(argv, capture_output=True)
         times.append((time.perf_counter() - start) * 1000)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000)
         if proc.returncode == 2 and b"No such command" in proc.stderr:
             return None
-    return times
+    return times, cpu
 
 
 def main() -> None:
@@ -60,22 +67,27 @@ def main() -> None:
         baseline = None
         for label, argv in commands(Path(tmp)):
             measure(argv, 2)  # warm the file cache, as on a machine in use
-            times = measure(argv, args.runs)
-            if times is None:
-                rows.append((label, None, None, None))
+            measured = measure(argv, args.runs)
+            if measured is None:
+                rows.append((label, None, None, None, None))
                 continue
+            times, cpu = measured
             median = statistics.median(times)
             p90 = statistics.quantiles(times, n=10)[-1]
             baseline = median if baseline is None else baseline
-            rows.append((label, median, p90, median - baseline))
+            rows.append((label, median, p90, median - baseline, statistics.median(cpu)))
     print(f"cold start, {args.runs} runs each, Python {sys.version.split()[0]}")
-    print("| command | median ms | p90 ms | over `python -c pass` ms |")
-    print("|---|---:|---:|---:|")
-    for label, median, p90, over in rows:
+    print("| command | median ms | p90 ms | over `python -c pass` ms | CPU ms (median) |")
+    print("|---|---:|---:|---:|---:|")
+    for label, median, p90, over, cpu_ms in rows:
         if median is None:
-            print(f"| {label} | n/a | n/a | n/a |")
+            print(f"| {label} | n/a | n/a | n/a | n/a |")
         else:
-            print(f"| {label} | {median:.0f} | {p90:.0f} | {over:+.0f} |")
+            print(f"| {label} | {median:.0f} | {p90:.0f} | {over:+.0f} | {cpu_ms:.0f} |")
+    load = os.getloadavg()
+    print(
+        f"\nload average while measuring: {load[0]:.1f} (5 min {load[1]:.1f}) on {os.cpu_count()} CPUs"
+    )
 
 
 if __name__ == "__main__":

@@ -181,7 +181,9 @@ def test_version_history_sections_answer_version_questions(bundle):
         "reshard after forward was the default too.\n"
     )
     assert _ids("reshard after forward", bundle)[0] == "fsdp2#reshard-after-forward"
-    assert _ids("fully_shard on torch 2.4", bundle)[0] == "fsdp2#older-versions"
+    assert _ids("which torch version has fully_shard", bundle)[0] == "fsdp2#older-versions"
+    # a version number alone states the asker's setup, not a question about versions
+    assert _ids("reshard after forward on torch 2.4", bundle)[0] == "fsdp2#reshard-after-forward"
 
 
 def test_a_bundle_without_references_is_a_usage_error(tmp_path):
@@ -195,7 +197,7 @@ def test_rerank_priors_on_equal_bm25_scores():
     from fsdp_skill.search import rank
 
     def row(rowid, sid, title, kind="guide", intro=0, lean=0, bm25=-10.0):
-        return (rowid, sid, title, "references/x.md", "", kind, intro, lean, bm25)
+        return (rowid, sid, title, "references/x.md", "", kind, intro, lean, 0, bm25)
 
     rows = [
         row(1, "x#other", "Something else entirely"),
@@ -259,3 +261,13 @@ def test_setting_words_do_not_decide_when_the_question_says_more():
     assert rank.weighted_expression({"training": 2, "gpu": 1}) == (
         '"training" OR "training" OR "gpu"'
     )
+
+
+def test_british_and_american_spellings_find_each_other():
+    from fsdp_skill.search.tokens import spelling_variant
+
+    assert spelling_variant("initialize") == "initialise"
+    assert spelling_variant("utilisation") == "utilization"
+    assert spelling_variant("size") == spelling_variant("rise") == ""  # not an -ise ending
+    terms = query_terms("how to initialize weights after sharding")
+    assert {"initialize", "initialise"} <= set(terms)

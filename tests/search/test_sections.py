@@ -77,6 +77,20 @@ def test_a_pitfall_carries_its_symptom_and_kind(bundle):
     assert hang.symptom.endswith("error, hang")
 
 
+def test_a_guide_section_says_what_the_user_sees(bundle):
+    page = bundle / "references" / "fsdp2.md"
+    page.write_text(
+        page.read_text() + "\n## Finding a stalled rank\n\n**What you see.** The job is stuck "
+        "with no output and no error; one GPU sits idle.\n\nDump every rank's stack.\n"
+    )
+    found = {s.id: s for s in sections.bundle_sections(bundle)}
+    stalled = found["fsdp2#finding-a-stalled-rank"]
+    assert stalled.symptom == "The job is stuck with no output and no error; one GPU sits idle."
+    assert found["fsdp2#reshard-after-forward"].symptom == ""
+    top = search("my job is stuck, no output, one GPU idle", k=3, bundle=bundle)["results"]
+    assert top[0]["id"] == "fsdp2#finding-a-stalled-rank"
+
+
 def test_link_lists_never_rank_above_a_section_with_content(bundle):
     page = bundle / "references" / "fsdp2.md"
     page.write_text(

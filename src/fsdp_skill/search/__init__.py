@@ -73,7 +73,7 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
 
 
 def _ranked(db, query: str, k: int) -> dict:
-    from fsdp_skill.search import index, rank
+    from fsdp_skill.search import errors, index, rank
     from fsdp_skill.search.tokens import weighted_terms
 
     weighted = weighted_terms(query)
@@ -83,6 +83,9 @@ def _ranked(db, query: str, k: int) -> dict:
     expression = rank.weighted_expression(weighted)
     leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
     ranked = rank.rerank(leaders, query, terms, k)
+    quoted = errors.matched(query, index.signatures(db))
+    if quoted:  # an error message the question pastes: explain's pitfalls answer it
+        ranked = rank.first(index.rows(db, quoted), ranked, k)
     rowids = [row[0] for row in ranked]
     snippets = index.snippets(db, expression, rowids)
     summaries = index.summaries(db, rowids)

@@ -30,7 +30,15 @@ try:  # the built-in BLAKE2: importing hashlib would load OpenSSL, a cost on eve
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
-_CODE = ("pages.py", "sections.py", "index.py", "tokens.py", "glossary.py", "summary.py")
+_CODE = (
+    "pages.py",
+    "sections.py",
+    "index.py",
+    "tokens.py",
+    "glossary.py",
+    "summary.py",
+    "errors.py",
+)
 _STALE_AFTER_S = 7 * 24 * 3600
 
 HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
@@ -78,6 +86,10 @@ def _hash(files: list[Path]) -> str:
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    from fsdp_skill.search.errors import knowledge_files  # the signatures the index copies
+
+    for path in knowledge_files():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     for page in files:
         try:
             data = page.read_bytes()
@@ -100,7 +112,11 @@ CREATE VIRTUAL TABLE fts USING fts5(
 CREATE TABLE section (  -- text last: ranking reads the small columns only
     rowid INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL, title TEXT NOT NULL, path TEXT NOT NULL,
     url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
-    summary TEXT NOT NULL, text TEXT NOT NULL
+    seen INTEGER NOT NULL, summary TEXT NOT NULL, text TEXT NOT NULL
+);
+CREATE TABLE signature (  -- the error signatures of the pitfalls, as explain matches them
+    section TEXT NOT NULL, pattern TEXT NOT NULL, literal TEXT NOT NULL, anchored INTEGER NOT NULL,
+    tags TEXT NOT NULL
 );
 """
 
@@ -122,7 +138,7 @@ def write_index(path: Path, found: list[Section]) -> None:
     """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
     import tempfile  # imported only when writing: a search skips their import cost
 
-    from fsdp_skill.search import sections, summary, tokens
+    from fsdp_skill.search import errors, sections, summary, tokens
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -158,7 +174,7 @@ def write_index(path: Path, found: list[Section]) -> None:
                         ),
                     )
                 db.execute(
-                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO section VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         rowid,
                         s.id,
@@ -168,10 +184,15 @@ def write_index(path: Path, found: list[Section]) -> None:
                         s.kind,
                         int(s.is_intro),
                         int(s.is_lean),
+                        int(bool(s.symptom)),
                         summary.section_summary(s.text, s.kind),
                         s.text,
                     ),
                 )
+            db.executemany(
+                "INSERT INTO signature VALUES (?,?,?,?,?)",
+                errors.signature_rows({s.id for s in found}),
+            )
             db.execute("INSERT INTO fts(fts) VALUES ('optimize')")
             db.commit()
         finally:
@@ -327,15 +348,35 @@ def _fill_memory(db: sqlite3.Connection, bundle: Path) -> None:
 def leaders(
     db: sqlite3.Connection, expression: str, weights: tuple[float, ...], limit: int
 ) -> list[tuple]:
-    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, lean, bm25)``, best
-    first (FTS5's bm25 is negative: lower is better)."""
+    """The best BM25 matches: ``(rowid, id, title, path, url, kind, intro, lean, seen, bm25)``,
+    best first (FTS5's bm25 is negative: lower is better; ``seen``: the section says what the
+    user sees)."""
     return db.execute(
-        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro, s.lean,"
+        "SELECT s.rowid, s.id, s.title, s.path, s.url, s.kind, s.intro, s.lean, s.seen,"
         f" bm25(fts, {', '.join('?' * len(weights))}) AS score"
         " FROM fts JOIN section s ON s.rowid = fts.rowid"
         " WHERE fts MATCH ? ORDER BY score LIMIT ?",
         (*weights, expression, limit),
     ).fetchall()
+
+
+def rows(db: sqlite3.Connection, section_ids: list[str]) -> list[tuple]:
+    """The sections ``section_ids`` in the shape of ``leaders`` (bm25 0), in the order given."""
+    marks = ",".join("?" * len(section_ids))
+    found = {
+        row[1]: row
+        for row in db.execute(
+            "SELECT rowid, id, title, path, url, kind, intro, lean, seen, 0.0 FROM section"
+            f" WHERE id IN ({marks})",
+            section_ids,
+        )
+    }
+    return [found[sid] for sid in section_ids if sid in found]
+
+
+def signatures(db: sqlite3.Connection) -> list[tuple[str, str, str, int, str]]:
+    """Every stored error signature: ``(section id, pattern, literal, anchored, tags)``."""
+    return db.execute("SELECT section, pattern, literal, anchored, tags FROM signature").fetchall()
 
 
 def snippets(db: sqlite3.Connection, expression: str, rowids: list[int]) -> dict[int, str]:

@@ -29,7 +29,7 @@ SYMPTOM_WEIGHT = 6.0
 """The symptom column's weight for a question that describes a failure: there what the user
 saw says more than any title."""
 _FAILURE = re.compile(
-    r"\b(errors?|exceptions?|fail(s|ed|ing|ure)?|crash(es|ed|ing)?|hang(s|ing)?|hung|stuck"
+    r"\b(errors?|exceptions?|fail(s|ed|ing|ure)?|crash(es|ed|ing)?|hang(s|ing)?|hung|stucks?"
     r"|freez(e|es|ing)|frozen|deadlocks?|time[ds] out|oom|nan|inf|killed|segfault"
     r"|broken|wrong|mismatch(es|ed)?|incorrect|raises?|traceback|not working"
     r"|(does|did|do|is|was)n'?t work)\b|\w(Error|Exception)\b"
@@ -38,7 +38,8 @@ _FAILURE = re.compile(
 )
 SETTING_WORDS = frozenset(
     """train training trained gpu gpus multi multiple single card cards model models run
-    running runs script code python py main file""".split()
+    running runs script code python py main file fine tune tuning finetune finetuning sft
+    pretrain pretraining""".split()
 )
 """Words that say where a question is asked from (multi-GPU training of a model), not what
 it is about."""
@@ -55,16 +56,26 @@ TITLE_BOOST = 1.3
 TITLE_SHARE = 0.25
 """Each word of a section's title that the question uses adds this share of its title length."""
 PITFALL_PRIOR = 1.2
-"""A pitfall (a symptom, its cause and fix), for a question that describes a failure."""
+"""A pitfall (a symptom, its cause and fix), or a section that says what the user sees, for a
+question that describes a failure."""
 INTRO_PRIOR = 0.8
 """A page's opening summary mentions everything its sections explain."""
 HISTORY_PRIOR = 0.7
 """Version-history sections name every API of their page; they answer version questions
 (and get the inverse boost for those)."""
+FLAVOUR_PRIOR = 0.7
+"""A section titled for the other FSDP (FSDP1's wrapper class, FSDP2's fully_shard) than the
+one the question names: its advice does not carry over."""
+_FLAVOURS = {
+    "fsdp2": re.compile(r"fsdp2|fsdp[ -]?v2|fully_shard|fsdpmodule|composable", re.IGNORECASE),
+    "fsdp1": re.compile(
+        r"fsdp1|fsdp[ -]?v1|fullyshardeddataparallel|use_orig_params", re.IGNORECASE
+    ),
+}
 _HISTORY_TITLE = re.compile(r"\b(older|versions?)\b", re.IGNORECASE)
 _VERSION_NUMBER = re.compile(r"(?<![\w.])v?\d+\.\d+(?:\.\d+)?(?![\w.])")
 _VERSION_WORDS = {"older", "old", "version", "versions", "since", "deprecated", "removed"}
-_VERSION_WORDS |= {"upgrade", "legacy", "import", "available", "introduced", "added"}
+_VERSION_WORDS |= {"legacy", "introduced"}
 
 
 def match_expression(terms: list[str]) -> str:
@@ -96,22 +107,23 @@ def weights(query: str) -> tuple[float, ...]:
 
 
 def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tuple]:
-    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, lean, bm25)`` with
+    """Re-rank BM25 leaders ``(rowid, id, title, path, url, kind, intro, lean, seen, bm25)`` with
     priors; sections without content of their own come after every section with content."""
     named = query_identifiers(query)
-    about_versions = bool(_VERSION_WORDS.intersection(terms) or _VERSION_NUMBER.search(query))
+    about_versions = bool(_VERSION_WORDS.intersection(terms))
     asked = frozenset().union(*(content_words(term) for term in terms))
     failure = describes_failure(query)
+    asked_flavours = {name for name, pattern in _FLAVOURS.items() if pattern.search(query)}
     scored = []
     for row in rows:
-        _, _, title, _, _, kind, intro, _, bm25 = row
+        _, _, title, _, _, kind, intro, _, seen, bm25 = row
         score = -bm25
         title_words = content_words(title)
         if len(title_words) >= 2 and title_words <= asked:
             score *= TITLE_BOOST
         if title_words:
             score *= 1 + TITLE_SHARE * len(title_words & asked) / len(title_words)
-        if kind == "pitfall" and failure:
+        if failure and (kind == "pitfall" or seen):
             score *= PITFALL_PRIOR
         if _HISTORY_TITLE.search(title):
             score *= 1 / HISTORY_PRIOR if about_versions else HISTORY_PRIOR
@@ -119,8 +131,23 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
             score *= NAME_BOOST
         elif kind in ("api", "env"):
             score *= REFERENCE_PRIOR
-        if intro:
+        if intro and not seen:
             score *= INTRO_PRIOR
+        if len(asked_flavours) == 1:
+            titled = {name for name, pattern in _FLAVOURS.items() if pattern.search(title)}
+            if titled and not titled & asked_flavours:
+                score *= FLAVOUR_PRIOR
         scored.append((score, row))
     scored.sort(key=lambda pair: (pair[1][7], -pair[0]))
     return [(*row[:-1], score) for score, row in scored[:k]]
+
+
+def first(leading: list[tuple], ranked: list[tuple], k: int) -> list[tuple]:
+    """``leading`` (rows as ``leaders`` returns them) before the re-ranked ``ranked``, each
+    row once, scored above every row after it."""
+    ids = {row[1] for row in leading}
+    rest = [row for row in ranked if row[1] not in ids]
+    top = max((row[-1] for row in rest), default=1.0)
+    n = len(leading)
+    lead = [(*row[:-1], top * (1 + 0.1 * (n - i))) for i, row in enumerate(leading)]
+    return (lead + rest)[:k]

@@ -35,6 +35,10 @@ _BOLD_LINE = re.compile(r"^\*\*([^*\n]{2,80}?)\*\*:?\s*$")
 _LINK_MARKUP = re.compile(r"!?\[[^\]]*\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _HEADING_LINE = re.compile(r"^#{1,6}\s.*$", re.MULTILINE)
 _SYMPTOM = re.compile(r"^\*\*Symptom\.\*\*(.*?)(?=^\*\*\w+\.\*\*|\Z)", re.DOTALL | re.MULTILINE)
+_SEEN = re.compile(
+    r"^\*\*What you see[^*\n]{0,80}\.\*\*(.*?)(?=\n\s*\n|\Z)", re.DOTALL | re.MULTILINE
+)
+"""A guide section's paragraph on what the user sees: searched like a pitfall's symptom."""
 SPLIT_ABOVE = 2500
 """A section longer than this (characters) is searched by its parts: one section that
 mentions every topic of a long page would otherwise win on term counts alone."""
@@ -149,7 +153,9 @@ def guide_sections(stem: str, rel: str, text: str, kind: str = "guide") -> Itera
     page_url = first_url(intro)
     intro_text = _clean(intro)
     if intro_text.strip():
-        yield Section(stem, title, rel, page_url, intro_text, title, "", kind)
+        yield Section(
+            stem, title, rel, page_url, intro_text, title, "", kind, symptom=_what_you_see(intro)
+        )
     seen: dict[str, int] = {}
     for heading, body in parts:
         slug = _unique(markdown.slugify(heading), seen)
@@ -157,7 +163,15 @@ def guide_sections(stem: str, rel: str, text: str, kind: str = "guide") -> Itera
             continue
         url = first_url(body) or page_url
         yield Section(
-            f"{stem}#{slug}", heading.strip(), rel, url, body, title, _sub_headings(body), kind
+            f"{stem}#{slug}",
+            heading.strip(),
+            rel,
+            url,
+            body,
+            title,
+            _sub_headings(body),
+            kind,
+            symptom=_what_you_see(body),
         )
 
 
@@ -196,6 +210,11 @@ def _symptom(body: str) -> str:
     kinds = first.split("**")[-1] if first.startswith("**") else ""
     text = (found.group(1) if found else "") + " " + kinds.split(";")[0]
     return " ".join(text.replace("**", "").split())
+
+
+def _what_you_see(text: str) -> str:
+    """The text of a guide section's "What you see." paragraphs, markers dropped."""
+    return " ".join(" ".join(m.group(1).replace("**", "").split()) for m in _SEEN.finditer(text))
 
 
 def env_sections(rel: str, text: str) -> Iterator[Section]:
@@ -304,7 +323,7 @@ def parts(section: Section, level: int = 2) -> list[Section]:
         last = pieces.pop()
         pieces[-1] = (pieces[-1][0], pieces[-1][1] + "\n" + last[1])
     lead = "\n".join(lines[: cuts[0][0]]).strip() + "\n"
-    out = [replace(section, own_text=lead)]
+    out = [replace(section, own_text=lead, symptom=_what_you_see(lead))]
     seen: dict[str, int] = {}
     for title, text in pieces:
         slug = _unique(markdown.slugify(title.replace("`", "")) or "part", seen)
@@ -318,6 +337,7 @@ def parts(section: Section, level: int = 2) -> list[Section]:
             _sub_headings(text, found),
             section.kind,
             label=title,
+            symptom=_what_you_see(text),
         )
         out.extend(parts(part, found) if found < _BOLD_LEVEL else [part])
     return out

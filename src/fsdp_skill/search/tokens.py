@@ -31,7 +31,8 @@ STOP_WORDS = frozenset(
     out over same should so some such than that the their them then there these they this
     those to too under up use used uses using very via want was way we were what when where
     which while who why will with without would you your yet again please help does anyone
-    still instead work works working happen happens""".split()
+    still instead work works working happen happens problem problems issue issues question
+    questions bug bugs sure hi hello thanks thank know wonder wondering kindly""".split()
 )
 """English words too common in questions to say what a question is about."""
 
@@ -102,6 +103,21 @@ def english_triggers(query: str) -> dict[str, list[str]]:
     }
 
 
+_SPELLING = re.compile(r"([a-z]{3,})i([sz])(e|es|ed|ing|ation|ations|er|ers)$")
+
+
+def spelling_variant(word: str) -> str:
+    """The other spelling of an -ise/-ize word ("initialise" for "initialize"), or ''.
+
+    The guides write British English and the API docstrings American; a question in either
+    spelling must find both."""
+    match = _SPELLING.match(word)
+    if not match:
+        return ""
+    stem, letter, ending = match.groups()
+    return f"{stem}i{'z' if letter == 's' else 's'}{ending}"
+
+
 ASKED, STAND_IN = 2, 1
 """Weights of a query's own words (Chinese terms included: they are its words, translated) and
 of the words an English glossary term stands in for."""
@@ -136,6 +152,7 @@ def weighted_terms(query: str) -> dict[str, int]:
         pieces = re.findall(r"[0-9]+|[a-z]+", number.lower())
         words.append(" ".join(pieces) if len(pieces) > 1 else pieces[0])
     words.extend(added)
+    words.extend([v for v in map(spelling_variant, words) if v])
     words[:0] = message_phrases(query)
     stand_ins: list[str] = []
     for expansion in english_triggers(rest).values():
