@@ -177,15 +177,31 @@ def render(check) -> int:
 @click.option("--explain", "explain_code", metavar="FSDPnnn", help="Print a rule's pitfall.")
 @click.option("--no-fix", is_flag=True, help="Text output: omit the fix line.")
 @click.option("--stdin-filename", default="<stdin>", help="Name to report for code read from -.")
+@click.option(
+    "--model-config",
+    metavar="FILE",
+    help="The model's config.json: check the layer classes HF FSDP configs name against it.",
+)
 @json_option
 def lint_command(
-    paths, select, ignore, fmt, torch_version, explain_code, no_fix, stdin_filename, as_json
+    paths,
+    select,
+    ignore,
+    fmt,
+    torch_version,
+    explain_code,
+    no_fix,
+    stdin_filename,
+    model_config,
+    as_json,
 ) -> int:
-    """Check training scripts for FSDP and torch.distributed mistakes (exit 1 on findings).
+    """Check training scripts and Hugging Face FSDP configs for mistakes (exit 1 on findings).
 
-    PATHS are files or folders (default: .); folders are searched for *.py, honouring
-    .gitignore and [tool.fsdp-skill.lint] exclude; - reads code from stdin. Silence one
-    line with # noqa: FSDPnnn.
+    PATHS are files or folders (default: .); folders are searched for *.py and for the
+    *.yaml/*.yml/*.json files that are accelerate or fsdp_config configs, honouring
+    .gitignore and [tool.fsdp-skill.lint] exclude; - reads code from stdin (a
+    --stdin-filename ending in .yaml or .json reads a config). Silence one line with
+    # noqa: FSDPnnn.
     """
     from fsdp_skill.lint import formats, lint_paths, lint_source
     from fsdp_skill.lint.explain import explain_rule
@@ -201,6 +217,7 @@ def lint_command(
         "select": list(select) or None,
         "ignore": list(ignore) or None,
         "torch_version": torch_version,
+        "model_config": model_config,
     }
     if list(paths) == ["-"]:
         result = lint_source(sys.stdin.read(), stdin_filename, **options)

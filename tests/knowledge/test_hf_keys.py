@@ -190,6 +190,9 @@ def test_accelerate_guide_table_agrees_with_the_data_file():
             assert f"{arg}=" in fsdp2_cell, f"{key}: FSDP2 column should name {arg}="
         if plugin["only"] == "fsdp1":
             assert "FSDP1 only" in fsdp2_cell, f"{key}: FSDP2 drops it; say so"
+        for version, cell in ((1, fsdp1_cell), (2, fsdp2_cell)):
+            if row[f"effect_v{version}"] == "ignored":  # found by running the launcher
+                assert "ignored" in cell or "FSDP1 only" in cell, f"{key}: FSDP{version} ignores it"
         if plugin["only"] == "fsdp2":
             assert "FSDP2 only" in fsdp1_cell, f"{key}: needs FSDP2; say so"
     named = {_code(r[0]) for r in rows}

@@ -35,9 +35,10 @@ def _uri(path: str) -> str:
 def sarif(result: dict, version: str) -> dict:
     """The result as a SARIF 2.1.0 log with one run (rules carry their pitfall's docs)."""
     from fsdp_skill import knowledge
+    from fsdp_skill.lint.hfconfig.rules import config_rules
     from fsdp_skill.lint.rules import all_rules
 
-    rules = all_rules()
+    rules = all_rules() + config_rules()
     index = {r.code: i for i, r in enumerate(rules)}
     descriptors = []
     for r in rules:
