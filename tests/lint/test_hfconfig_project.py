@@ -78,10 +78,21 @@ def test_other_yaml_and_json_files_are_skipped_without_a_word(tmp_path):
         "base_model: m\nfsdp_config:\n  fsdp_offload_params: true\noutput_dir: out\n"
     )
     (tmp_path / "broken.yaml").write_text("a: [unclosed\n")
+    (tmp_path / "job.yaml").write_text(  # a manifest of several documents that mentions one
+        "kind: ConfigMap\n---\nkind: Job\nargs: accelerate launch --config_file fsdp_config.yaml\n"
+    )
     (tmp_path / "binary.json").write_bytes(b"\x00\x01fsdp")
     (tmp_path / "big.json").write_text("[" + ",".join(['{"fsdp": 1}'] * 200_000) + "]")
     result = lint_paths([str(tmp_path)])
     assert result == {"findings": [], "files": 0, "errors": []}
+
+
+def test_json_indented_with_tabs_keeps_positions(tmp_path):
+    (tmp_path / "fsdp_config.json").write_text(
+        '{\n\t"transformer_layer_cls_to_wrap": ["A"],\n\t"backward_prefech": "x"\n}\n'
+    )
+    (finding,) = lint_paths([str(tmp_path)])["findings"]
+    assert (finding["code"], finding["line"], finding["col"]) == ("FSDP101", 3, 2)
 
 
 def test_broken_config_is_an_error_not_a_silence(tmp_path):

@@ -33,7 +33,9 @@ def explain_rule(code: str, torch_version: str | None = None) -> dict:
             "",
             "Fix:",
             _indent(pitfall.fix),
-            f"  For torch {version[0]}.{version[1]}: {hint}",
+            f"  For torch {version[0]}.{version[1]}: {hint}"
+            if found.code.startswith("FSDP0")
+            else f"  In short: {hint}",
             "",
             f"Bad{_language(pitfall)}:",
             _indent(pitfall.bad, "    "),

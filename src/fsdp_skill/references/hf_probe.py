@@ -135,11 +135,11 @@ def plugin_outcome(plugin_factory) -> tuple[str, str]:
     return "ok", "; ".join(fields)
 
 
-def launch_plugin(fsdp_config: dict, top_level: dict | None = None):
-    """The plugin a script gets when ``accelerate launch`` reads this ``fsdp_config``."""
+def launch_env(fsdp_config: dict, top_level: dict | None = None) -> tuple[dict, object]:
+    """What ``accelerate launch --config_file`` exports for this ``fsdp_config`` (and top
+    level), and its parsed arguments; no process is started."""
     import yaml
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-    from accelerate.utils import FullyShardedDataParallelPlugin
     from accelerate.utils.launch import prepare_multi_gpu_env
 
     config = {
@@ -157,7 +157,14 @@ def launch_plugin(fsdp_config: dict, top_level: dict | None = None):
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         args = launch_command_parser().parse_args(["--config_file", str(path), "train.py"])
         args, _, _ = _validate_launch_command(args)
-        env = prepare_multi_gpu_env(args)
+        return prepare_multi_gpu_env(args), args
+
+
+def launch_plugin(fsdp_config: dict, top_level: dict | None = None):
+    """The plugin a script gets when ``accelerate launch`` reads this ``fsdp_config``."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    env, _ = launch_env(fsdp_config, top_level)
     os.environ.update({k: v for k, v in env.items() if k.startswith("FSDP_")})
     return FullyShardedDataParallelPlugin()
 

@@ -97,6 +97,12 @@ CASES = [
         codes={"FSDP103"},
         truth="same-without:fsdp_reshard_after_forward",
     ),
+    _c(  # what `accelerate config` writes for FSDP1: ignored, but it is what FSDP1 does anyway
+        "103-near-reshard-full-shard-with-fsdp1",
+        "peft-sft-fsdp.yaml",
+        ("fsdp_sharding_strategy: SHARD_GRAD_OP", "fsdp_reshard_after_forward: FULL_SHARD"),
+        truth="ok",
+    ),
     _c(
         "103-near-reshard-false-with-fsdp2",
         LF2,

@@ -35,6 +35,10 @@ ACCELERATE, TRAINER_ARGUMENTS, TRAINER_FSDP_CONFIG = (
 _OTHER_TOOLS = ("base_model",)
 
 
+_TOP_LEVEL_FSDP = re.compile(r"^(fsdp_config|distributed_type)\s*:", re.MULTILINE)
+"""A file with one of these top-level keys is meant as a config: if it does not parse, say so."""
+
+
 class NotAConfig(Exception):
     """The text is not a configuration lint checks."""
 
@@ -156,13 +160,15 @@ def load(text: str, path: str) -> ConfigFile:
         raise NotAConfig  # every kind names an FSDP key: skip other files without parsing
     try:
         top = _load_yaml(text)
+    except yaml.composer.ComposerError:
+        raise NotAConfig from None  # several YAML documents (a manifest): not a config file
     except yaml.YAMLError as exc:
         stripped = text.lstrip()
         if stripped.startswith("{"):
             top = _load_json(text)
         else:
-            if "fsdp_config" not in text and "distributed_type" not in text:
-                raise NotAConfig from None
+            if not _TOP_LEVEL_FSDP.search(text):
+                raise NotAConfig from None  # a template or other YAML that mentions FSDP
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark is not None else ""
             problem = getattr(exc, "problem", None) or "cannot parse"

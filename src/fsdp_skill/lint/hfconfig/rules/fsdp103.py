@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from fsdp_skill.lint.hfconfig import data
-from fsdp_skill.lint.hfconfig.context import Context, truthy
+from fsdp_skill.lint.hfconfig.context import Context, as_text, truthy
 from fsdp_skill.lint.hfconfig.rules import at
 
 CODE = "FSDP103"
@@ -41,6 +41,23 @@ def _checked_by_launcher() -> set[str]:
     }
 
 
+def _same_as_what_counts(ctx: Context, key: str, value: object) -> bool:
+    """True when another key that the version honours sets the same torch argument to this
+    value (FSDP1's ``fsdp_reshard_after_forward: FULL_SHARD`` with the sharding strategy
+    FULL_SHARD, as `accelerate config` writes it): ignored, but harmless."""
+    from fsdp_skill.lint.hfconfig.rules._needs import effective
+
+    fields = data.plugin_fields()
+    column = f"fsdp{ctx.version}"
+    target = fields[ctx.row(key)["field"]][column]
+    for other_key, other in data.accelerate_keys().items():
+        if other_key == key or not other["field"] or other[f"effect_v{ctx.version}"] != "honoured":
+            continue
+        if fields[other["field"]][column] == target:
+            return as_text(value).upper() == effective(ctx, other_key)
+    return False
+
+
 def _accelerate(ctx: Context) -> Iterator[tuple[int, int, str]]:
     launcher_checked = _checked_by_launcher()
     for key, entry in ctx.doc.fsdp.items():
@@ -48,7 +65,7 @@ def _accelerate(ctx: Context) -> Iterator[tuple[int, int, str]]:
         if row is None or key == "fsdp_version" or key in launcher_checked:
             continue
         effect = row.get(f"effect_v{ctx.version}", "")
-        if effect == "ignored":
+        if effect == "ignored" and not _same_as_what_counts(ctx, key, entry.value):
             instead = _INSTEAD.get(key)
             yield at(
                 entry,
