@@ -28,9 +28,20 @@ dist.init_process_group("nccl")
 """
 
 
+SAMPLE_CONFIG = """\
+distributed_type: FSDP
+fsdp_config:
+  fsdp_version: 2
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+"""
+
+
 def commands(workdir: Path) -> list[tuple[str, list[str]]]:
     script = workdir / "train.py"
     script.write_text(SAMPLE_SCRIPT)
+    config = workdir / "fsdp.yaml"
+    config.write_text(SAMPLE_CONFIG)
     fsdp = [sys.executable, "-m", "fsdp_skill"]
     return [
         ("python -c pass (baseline)", [sys.executable, "-c", "pass"]),
@@ -38,6 +49,7 @@ def commands(workdir: Path) -> list[tuple[str, list[str]]]:
         ("fsdp-skill search", [*fsdp, "search", "device mesh"]),
         ("fsdp-skill show", [*fsdp, "show", "pitfalls"]),
         ("fsdp-skill lint", [*fsdp, "lint", str(script)]),
+        ("fsdp-skill lint (accelerate config)", [*fsdp, "lint", str(config)]),
         ("fsdp-skill explain", [*fsdp, "explain", "Watchdog caught collective operation timeout"]),
         ("fsdp-skill hang", [*fsdp, "hang", str(workdir)]),
     ]

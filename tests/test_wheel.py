@@ -149,5 +149,11 @@ def test_the_built_wheel_runs_every_tool_without_torch_or_the_checkout(tmp_path:
         assert result.returncode == code, (name, result.stdout[-2000:], result.stderr[-2000:])
         assert "Traceback" not in result.stderr, (name, result.stderr)
     assert "FSDP003" in _run([tool, "lint", "train.py"], env=env, cwd=work).stdout
+    # the Hugging Face config checks read their mined data (and YAML) from the wheel too
+    real = REPO / "tests/lint/hfconfig/real/accelerate-tests-latest-fsdp.yaml"
+    (work / "fsdp.yaml").write_text(real.read_text())
+    (work / "config.json").write_text('{"model_type": "llama"}')
+    configs = _run([tool, "lint", "fsdp.yaml", "--model-config", "config.json"], env=env, cwd=work)
+    assert configs.returncode == 1 and "FSDP105" in configs.stdout, configs
     verified = _run([tool, "verify"], env=env, cwd=work)
     assert "torch" in verified.stdout and "skipped" in verified.stdout, verified.stdout

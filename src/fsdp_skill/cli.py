@@ -201,6 +201,11 @@ def render(check) -> int:
 @click.option("--diff", "show_diff", is_flag=True, help="Print the mechanical fixes as a diff.")
 @click.option("--fix", "apply_fix", is_flag=True, help="Apply the mechanical fixes in place.")
 @click.option("--stdin-filename", default="<stdin>", help="Name to report for code read from -.")
+@click.option(
+    "--model-config",
+    metavar="FILE",
+    help="The model's config.json: check the layer classes HF FSDP configs name against it.",
+)
 @json_option
 def lint_command(
     paths,
@@ -214,14 +219,18 @@ def lint_command(
     show_diff,
     apply_fix,
     stdin_filename,
+    model_config,
     as_json,
 ) -> int:
-    """Check training scripts for FSDP and torch.distributed mistakes (exit 1 on findings).
+    """Check training scripts and Hugging Face FSDP configs for mistakes (exit 1 on findings).
 
-    PATHS are files or folders (default: .); folders are searched for *.py, honouring
-    .gitignore and [tool.fsdp-skill.lint] exclude; - reads code from stdin. Silence one
-    line with # noqa: FSDPnnn. --diff prints the mechanical fixes (FSDP007 reduce_dtype,
-    FSDP013 launch lines, FSDP014 destroy_process_group) as a diff; --fix writes them.
+    PATHS are files or folders (default: .); folders are searched for *.py and for the
+    *.yaml/*.yml/*.json files that are accelerate or fsdp_config configs, honouring
+    .gitignore and [tool.fsdp-skill.lint] exclude; - reads code from stdin (a
+    --stdin-filename ending in .yaml or .json reads a config). Silence one line with
+    # noqa: FSDPnnn. --diff prints the mechanical fixes (FSDP007 reduce_dtype, FSDP013
+    launch lines, FSDP014 destroy_process_group) as a diff; --fix writes them (Python
+    files only: config findings are reported, not rewritten).
     """
     from fsdp_skill.lint import formats, lint_paths, lint_source
     from fsdp_skill.lint.explain import explain_rule
@@ -237,6 +246,7 @@ def lint_command(
         "select": list(select) or None,
         "ignore": list(ignore) or None,
         "torch_version": torch_version,
+        "model_config": model_config,
     }
     if show_diff or apply_fix:
         return _lint_fixes(list(paths), show_diff, apply_fix, fmt, as_json, no_fix, options)

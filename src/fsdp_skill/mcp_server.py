@@ -41,12 +41,12 @@ RESOURCE_SCHEME = "fsdp"
 
 INSTRUCTIONS = """\
 Expert help for PyTorch FSDP / FSDP2 training. Start with `search` (ranked sections of the
-skill's references) and `show` (one whole section). `lint` checks training code for FSDP
-pitfalls (pass `code` as text, or `paths` inside your roots), `plan` estimates per-GPU memory
-and recommends a sharding strategy, `explain` maps an error message or log to its cause and
-fix, `hang` reads every rank's logs or flight-recorder dumps and finds where the ranks
-diverged, `env` checks this machine's distributed setup and recommends a backend. The
-references are also available as resources."""
+skill's references) and `show` (one whole section). `lint` checks training code and Hugging
+Face FSDP configs for FSDP pitfalls (pass `code` as text, or `paths` inside your roots),
+`plan` estimates per-GPU memory and recommends a sharding strategy, `explain` maps an error
+message or log to its cause and fix, `hang` reads every rank's logs or flight-recorder dumps
+and finds where the ranks diverged, `env` checks this machine's distributed setup and
+recommends a backend. The references are also available as resources."""
 
 
 def bundle_dir() -> Path:
@@ -288,14 +288,18 @@ def build_server(extra_roots: Sequence[Path] = ()):
             Field(
                 min_length=1,
                 max_length=MAX_LINT_PATHS,
-                description="Files or folders to check, inside the client's roots.",
+                description=(
+                    "Files or folders to check (Python, and accelerate / fsdp_config YAML or "
+                    "JSON), inside the client's roots."
+                ),
             ),
         ] = None,
         select: Codes = None,
         ignore: Codes = None,
         roots: RootsAnswer = None,
     ) -> out["lint"]:  # type: ignore[valid-type]
-        """Check FSDP training code for known pitfalls: give `code` or `paths`, not both."""
+        """Check FSDP training code, and Hugging Face FSDP configs given in `paths`, for known
+        pitfalls: give `code` (Python) or `paths`, not both."""
         if (code is None) == (paths is None):
             raise ToolError("give either code (the source text) or paths, not both or neither")
         if code is not None:

@@ -79,5 +79,10 @@ class Roots:
         return ", ".join(str(f) for f in self.folders)
 
 
+def readable(path: Path, roots: Roots | None) -> bool:
+    """Whether ``path`` may be looked at: anywhere without roots, else only inside them."""
+    return roots is None or roots.contains(path)
+
+
 NOT_READ = "a link that leads outside the client's roots: not read"
 """What a tool reports for a file its walk found but ``admit`` refused."""

@@ -34,4 +34,5 @@ def test_guide_block_is_lint_clean(name, code):
 def test_pitfall_good_code_is_lint_clean(pitfall_id):
     pitfall = knowledge.pitfall(pitfall_id)
     assert pitfall is not None, f"no pitfall {pitfall_id}"
-    assert not _findings(pitfall.good, f"{pitfall_id}.py")
+    suffix = "py" if pitfall.code_lang == "python" else pitfall.code_lang  # a config: lint reads it
+    assert not _findings(pitfall.good, f"{pitfall_id}.{suffix}")

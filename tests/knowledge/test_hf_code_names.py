@@ -27,7 +27,7 @@ def _codes() -> list[tuple[str, str]]:
         for block in markdown.code_blocks(md.read_text(encoding="utf-8")):
             if block.language in ("python", "py"):
                 found.append((f"{md.relative_to(BUNDLE_DIR)}:{block.line}", block.code))
-    for pitfall in knowledge.pitfalls():
+    for pitfall in (p for p in knowledge.pitfalls() if p.code_lang == "python"):
         found += [
             (f"pitfall:{pitfall.id}:bad", pitfall.bad),
             (f"pitfall:{pitfall.id}:good", pitfall.good),

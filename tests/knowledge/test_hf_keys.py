@@ -50,24 +50,9 @@ def test_torch_arguments_exist_in_torch():
 
 def _launch_env(tmp_path, fsdp_config: dict) -> tuple[dict, object]:
     """What ``accelerate launch --config_file`` exports for ``fsdp_config`` (no processes)."""
-    import yaml
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-    from accelerate.utils.launch import prepare_multi_gpu_env
+    from fsdp_skill.references import hf_probe
 
-    config = {
-        "compute_environment": "LOCAL_MACHINE",
-        "distributed_type": "FSDP",
-        "mixed_precision": "no",
-        "num_machines": 1,
-        "num_processes": 2,
-        "machine_rank": 0,
-        "fsdp_config": fsdp_config,
-    }
-    path = tmp_path / "fsdp.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    args = launch_command_parser().parse_args(["--config_file", str(path), "train.py"])
-    args, _, _ = _validate_launch_command(args)
-    return prepare_multi_gpu_env(args), args
+    return hf_probe.launch_env(fsdp_config)
 
 
 def test_launcher_exports_each_config_key_to_its_variable(tmp_path):
@@ -190,6 +175,9 @@ def test_accelerate_guide_table_agrees_with_the_data_file():
             assert f"{arg}=" in fsdp2_cell, f"{key}: FSDP2 column should name {arg}="
         if plugin["only"] == "fsdp1":
             assert "FSDP1 only" in fsdp2_cell, f"{key}: FSDP2 drops it; say so"
+        for version, cell in ((1, fsdp1_cell), (2, fsdp2_cell)):
+            if row[f"effect_v{version}"] == "ignored":  # found by running the launcher
+                assert "ignored" in cell or "FSDP1 only" in cell, f"{key}: FSDP{version} ignores it"
         if plugin["only"] == "fsdp2":
             assert "FSDP2 only" in fsdp1_cell, f"{key}: needs FSDP2; say so"
     named = {_code(r[0]) for r in rows}

@@ -211,7 +211,8 @@ def test_pre_commit_hook_definition():
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     hook = next(h for h in hooks if h["id"] == "fsdp-skill-lint")
     assert hook["entry"].split()[:2] == ["fsdp-skill", "lint"]
-    assert hook["language"] == "python" and "python" in hook["types"]
+    assert hook["language"] == "python" and "python" in hook["types_or"]
+    assert {"yaml", "json"} <= set(hook["types_or"])  # the Hugging Face config checks
 
 
 def test_stdin_is_linted_under_the_given_name(tmp_path: Path):

@@ -76,6 +76,8 @@ class Pitfall:
     good_mode: str = "snippet"
     tags: tuple[str, ...] = ()
     hang_verdicts: tuple[str, ...] = ()
+    code_lang: str = "python"
+    """The language of ``bad`` and ``good``: ``python``, or ``yaml``/``json`` for a config."""
     extra: dict = field(default_factory=dict, compare=False)
 
     def compiled_signatures(self) -> list[re.Pattern[str]]:
@@ -116,7 +118,9 @@ _PITFALL_OPTIONAL = (
     "good_mode",
     "tags",
     "hang_verdicts",
+    "code_lang",
 )
+CODE_LANGS = ("python", "yaml", "json")
 SEVERITIES = ("error", "warning")
 CATEGORIES = ("hang", "oom", "correctness", "performance", "checkpoint", "setup", "crash")
 
@@ -144,6 +148,8 @@ def load_pitfall(path: Path) -> Pitfall:
     for key in ("bad_mode", "good_mode"):
         if data.get(key, "snippet") not in RUN_MODES:
             raise KnowledgeError(f"{path}: {key} must be one of {RUN_MODES}")
+    if data.get("code_lang", "python") not in CODE_LANGS:
+        raise KnowledgeError(f"{path}: code_lang must be one of {CODE_LANGS}")
     if data.get("lint") and not re.fullmatch(r"FSDP\d{3}", data["lint"]):
         raise KnowledgeError(f"{path}: lint must look like FSDP001")
     for signature in data.get("signatures", []):

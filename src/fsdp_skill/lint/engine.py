@@ -12,7 +12,11 @@ from pathlib import Path
 
 from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
+from fsdp_skill.lint.hfconfig.codes import CONFIG_CODES
 from fsdp_skill.lint.rules import CODES, all_rules
+
+ALL_CODES = CODES + CONFIG_CODES
+"""Python checks, then the Hugging Face config checks (FSDP101 and up)."""
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+\d+(?:\s*,\s*[A-Z]+\d+)*))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(
@@ -56,17 +60,30 @@ def normalise_codes(codes: list[str] | None, option: str) -> set[str] | None:
             code = part.strip().upper()
             if not code:
                 continue
-            matched = {c for c in CODES if c.startswith(code)}
+            matched = {c for c in ALL_CODES if c.startswith(code)}
             if not matched:
                 from fsdp_skill.errors import UsageError
 
-                raise UsageError(f"{option}: unknown rule code {code!r} (FSDP001..FSDP025)")
+                raise UsageError(f"{option}: unknown rule code {code!r} ({code_ranges()})")
             out |= matched
     return out
 
 
+def code_ranges() -> str:
+    """``FSDP001..FSDP025, FSDP101..FSDP111``: the codes that exist, for messages."""
+    return f"{CODES[0]}..{CODES[-1]}, {CONFIG_CODES[0]}..{CONFIG_CODES[-1]}"
+
+
+def find_rule(code: str):
+    """The Python rule or the config rule with this code (None: no such code)."""
+    from fsdp_skill.lint.hfconfig.rules import config_rule
+    from fsdp_skill.lint.rules import rule
+
+    return rule(code) or config_rule(code)
+
+
 def chosen_codes(select: list[str] | None, ignore: list[str] | None) -> set[str]:
-    chosen = normalise_codes(select, "--select") or set(CODES)
+    chosen = normalise_codes(select, "--select") or set(ALL_CODES)
     return chosen - (normalise_codes(ignore, "--ignore") or set())
 
 

@@ -9,11 +9,10 @@ def explain_rule(code: str, torch_version: str | None = None) -> dict:
     """``{"code", "pitfall", "title", "severity", "summary", "fix", "links", "text"}``."""
     from fsdp_skill import knowledge
     from fsdp_skill.lint import engine
-    from fsdp_skill.lint.rules import rule
 
-    found = rule(code.strip().upper())
+    found = engine.find_rule(code.strip().upper())
     if found is None:
-        raise UsageError(f"unknown rule code {code!r} (FSDP001..FSDP025)")
+        raise UsageError(f"unknown rule code {code!r} ({engine.code_ranges()})")
     version = engine.resolve_version(torch_version)
     pitfall = knowledge.pitfall(found.pitfall)
     if pitfall is None:
@@ -32,12 +31,14 @@ def explain_rule(code: str, torch_version: str | None = None) -> dict:
             "",
             "Fix:",
             _indent(pitfall.fix),
-            f"  For torch {version[0]}.{version[1]}: {hint}",
+            f"  For torch {version[0]}.{version[1]}: {hint}"
+            if found.code.startswith("FSDP0")
+            else f"  In short: {hint}",
             "",
-            "Bad:",
+            f"Bad{_language(pitfall)}:",
             _indent(pitfall.bad, "    "),
             "",
-            "Good:",
+            f"Good{_language(pitfall)}:",
             _indent(pitfall.good, "    "),
             "",
             "Docs: " + ", ".join(pitfall.links),
@@ -53,6 +54,11 @@ def explain_rule(code: str, torch_version: str | None = None) -> dict:
         "links": list(pitfall.links),
         "text": text,
     }
+
+
+def _language(pitfall) -> str:
+    """`` (YAML)`` for a pitfall whose code is a config file, else nothing."""
+    return "" if pitfall.code_lang == "python" else f" ({pitfall.code_lang.upper()})"
 
 
 def _indent(text: str, prefix: str = "  ") -> str:

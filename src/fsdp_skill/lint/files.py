@@ -1,4 +1,5 @@
-"""Find the Python files to lint under the given paths, and read them safely.
+"""Find the files to lint under the given paths (Python, and YAML/JSON that may be Hugging
+Face FSDP configs), and read them safely.
 
 Folders are walked without following folder symlinks (no loops), honouring ``.gitignore``
 files and the configured excludes; anything unreadable becomes a ``Problem`` for that path
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from fsdp_skill.lint import config, gitignore
+from fsdp_skill.lint import config, gitignore, hfconfig
 from fsdp_skill.roots import NOT_READ, Roots
 
 MAX_BYTES = 10 * 1024 * 1024
@@ -176,7 +177,7 @@ def _walk(
                 continue
             _walk(path, abs_path, ignores, found, problems, seen, roots)
             continue
-        if not entry.name.endswith(".py"):
+        if not (entry.name.endswith(".py") or hfconfig.is_config_name(entry.name)):
             continue
         if _is_ignored(abs_path, False, ignores) or _excluded(abs_path, cfg):
             continue

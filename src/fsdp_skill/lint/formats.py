@@ -28,13 +28,13 @@ def text(result: dict, show_fix: bool = True) -> list[str]:
 
 def statistics(result: dict) -> list[dict]:
     """``[{"code", "count", "summary"}]``: findings per code, most frequent first."""
-    from fsdp_skill.lint.rules import rule
+    from fsdp_skill.lint.engine import find_rule
 
     counts: dict[str, int] = {}
     for f in result["findings"]:
         counts[f["code"]] = counts.get(f["code"], 0) + 1
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return [{"code": c, "count": n, "summary": rule(c).summary} for c, n in ordered]
+    return [{"code": c, "count": n, "summary": find_rule(c).summary} for c, n in ordered]
 
 
 def statistics_text(stats: list[dict]) -> list[str]:
@@ -55,9 +55,10 @@ def _uri(path: str) -> str:
 def sarif(result: dict, version: str) -> dict:
     """The result as a SARIF 2.1.0 log with one run (rules carry their pitfall's docs)."""
     from fsdp_skill import knowledge
+    from fsdp_skill.lint.hfconfig.rules import config_rules
     from fsdp_skill.lint.rules import all_rules
 
-    rules = all_rules()
+    rules = all_rules() + config_rules()
     index = {r.code: i for i, r in enumerate(rules)}
     descriptors = []
     for r in rules:

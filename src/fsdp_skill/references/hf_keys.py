@@ -21,6 +21,7 @@ cheap; accelerate and transformers are imported inside ``mine()``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import re
@@ -250,8 +251,6 @@ def _torch_side(fsdp1: dict[str, list[str]], fsdp2: dict[str, list[str]], field:
 
 def mine_plugin() -> list[dict]:
     """One row per ``FullyShardedDataParallelPlugin`` field."""
-    import dataclasses
-
     from accelerate.utils import FullyShardedDataParallelPlugin
 
     tree, _, rel = _source("accelerate.utils.dataclasses")
@@ -423,7 +422,10 @@ def mine_trainer_fsdp_config() -> list[dict]:
     def keys_in(node: ast.AST, local: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
         found = []
         for n in ast.walk(node):
-            if isinstance(n, ast.Call) and ast.unparse(n.func) == "self.fsdp_config.get":
+            if isinstance(n, ast.Call) and ast.unparse(n.func) in (
+                "self.fsdp_config.get",
+                "self.fsdp_config.setdefault",
+            ):
                 default = _literal(n.args[1]) if len(n.args) > 1 else ""
                 found.append((n.args[0].value, default))
             elif isinstance(n, ast.Subscript) and ast.unparse(n.value) == "self.fsdp_config":
@@ -525,20 +527,122 @@ def _documented_trainer_keys(doc: str) -> dict[str, str]:
     return found
 
 
+def mine_accelerate_file() -> dict:
+    """The top-level keys an accelerate config file may have (any other makes the launcher
+    refuse the file), and the legacy keys it converts instead of refusing."""
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    tree, _, rel = _source("accelerate.commands.config.config_args")
+    process = _find(tree, ast.FunctionDef, "process_config")
+    fields = sorted(f.name for f in dataclasses.fields(ClusterConfig))
+    converted = {
+        node.left.value
+        for node in ast.walk(process)
+        if isinstance(node, ast.Compare)
+        and isinstance(node.ops[0], ast.In)
+        and isinstance(node.left, ast.Constant)
+        and ast.unparse(node.comparators[0]) == "config_dict"
+    }
+    return {
+        "top_level_keys": fields,
+        "legacy_top_level_keys": sorted(converted - set(fields)),
+        "source": f"{rel} ClusterConfig, BaseConfig.process_config",
+    }
+
+
+def mine_trainer_save_model() -> dict:
+    """The state-dict types for which ``Trainer.save_model`` writes the model under FSDP: the
+    ``"X" in str(...state_dict_type)`` tests that guard its ``_save`` call."""
+    tree, _, rel = _source("transformers.trainer")
+    func = _find(tree, ast.FunctionDef, "save_model")
+    for node in ast.walk(func):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "self.is_fsdp_enabled":
+            writes = []
+            for inner in ast.walk(node):
+                if (
+                    isinstance(inner, ast.If)
+                    and isinstance(inner.test, ast.Compare)
+                    and isinstance(inner.test.left, ast.Constant)
+                    and "state_dict_type" in ast.unparse(inner.test.comparators[0])
+                    and any("_save(" in ast.unparse(stmt) for stmt in inner.body)
+                ):
+                    writes.append(inner.test.left.value)
+                    if inner.orelse:
+                        writes.append("(any other: the else branch)")
+            return {"writes_with": sorted(writes), "source": f"{rel}:{node.lineno}"}
+    raise LookupError("Trainer.save_model has no `self.is_fsdp_enabled` branch")
+
+
+def mine_trainer_arguments() -> dict:
+    """The fields of ``TrainingArguments`` (the keys of a Trainer arguments file)."""
+    from transformers import TrainingArguments
+
+    _, _, rel = _source("transformers.training_args")
+    return {
+        "fields": sorted(f.name for f in dataclasses.fields(TrainingArguments)),
+        "source": f"{rel} TrainingArguments",
+    }
+
+
+def _add_probed(accelerate_rows: list[dict], trainer_rows: list[dict]) -> dict:
+    """Add what the probes found to the rows; return the tables the probes give on their own."""
+    from fsdp_skill.references import hf_probe
+
+    effects = hf_probe.accelerate_effects()
+    accepted = hf_probe.accelerate_accepted(effects)
+    needs = hf_probe.accelerate_needs(effects, accepted)
+    for row in accelerate_rows:
+        per_key = effects.get(row["key"], {})
+        row["effect_v1"] = per_key.get(1, "")
+        row["effect_v2"] = per_key.get(2, "")
+        row["accepted_v1"] = accepted.get(row["key"], {}).get(1, [])
+        row["accepted_v2"] = accepted.get(row["key"], {}).get(2, [])
+        row["needs"] = needs.get(row["key"], {}).get("needs", "")
+        row["without_needs"] = needs.get(row["key"], {}).get("otherwise", "")
+    trainer_accepted = hf_probe.trainer_accepted()
+    trainer_needs = hf_probe.trainer_needs(trainer_accepted)
+    for row in trainer_rows:
+        row["accepted_v1"] = trainer_accepted.get(row["key"], {}).get(1, [])
+        row["accepted_v2"] = trainer_accepted.get(row["key"], {}).get(2, [])
+        row["needs"] = trainer_needs.get(row["key"], {}).get("needs", "")
+        row["without_needs"] = trainer_needs.get(row["key"], {}).get("otherwise", "")
+    options = hf_probe.trainer_fsdp_options()
+    return {
+        "accelerate_values": {
+            "case_insensitive": hf_probe.accelerate_case_insensitive(accepted),
+            "bool_words": hf_probe.bool_words(),
+            "source": "fsdp_skill.references.hf_probe (accelerate launch + plugin, run)",
+        },
+        "trainer_fsdp_option": {
+            "words_v1": options[1],
+            "words_v2": options[2],
+            "exports_offload_to_accelerate": hf_probe.trainer_exports_offload(),
+            "source": "fsdp_skill.references.hf_probe (TrainingArguments(fsdp=...), run)",
+        },
+    }
+
+
 def mine() -> dict:
     """Everything, with the versions it was mined from."""
     import accelerate
     import transformers
 
     plugin = mine_plugin()
+    accelerate_rows = mine_accelerate_config(plugin)
+    trainer_rows = mine_trainer_fsdp_config()
+    probed = _add_probed(accelerate_rows, trainer_rows)
     return {
         "versions": {
             "accelerate": accelerate.__version__,
             "transformers": transformers.__version__,
         },
+        "accelerate_file": mine_accelerate_file(),
+        **probed,
+        "trainer_save_model": mine_trainer_save_model(),
+        "trainer_arguments": mine_trainer_arguments(),
         "plugin": plugin,
-        "accelerate_config": mine_accelerate_config(plugin),
-        "trainer_fsdp_config": mine_trainer_fsdp_config(),
+        "accelerate_config": accelerate_rows,
+        "trainer_fsdp_config": trainer_rows,
     }
 
 
@@ -563,18 +667,26 @@ HEADER = """\
 # [[accelerate_config]]: keys of `fsdp_config:` in an accelerate config file (= the
 #   `accelerate launch --fsdp_*` options). launch_default: used when the file omits the key;
 #   asked_by_config: FSDP versions for which `accelerate config` writes the key.
+#   effect_v1 / effect_v2: what the launcher and the plugin do with the key under that
+#   fsdp_version, found by running them (honoured, ignored or rejected); accepted_v1 / _v2:
+#   the names the plugin takes for a named value (empty: any value, or not honoured).
 # [[trainer_fsdp_config]]: keys of TrainingArguments(fsdp_config=...); field: the plugin
-#   argument it sets; only: the fsdp_config["version"] it applies to.
+#   argument it sets; only: the fsdp_config["version"] it applies to; accepted_v1 / _v2 as
+#   above, through TrainingArguments and the plugin it builds.
+# [accelerate_file]: the top-level keys of an accelerate config file (others are refused).
+# [trainer_save_model]: the state-dict types for which Trainer.save_model writes the model
+#   under FSDP. needs / without_needs (both tables): the key matters only with that other
+#   key's value; without it the key is ignored or the launch is rejected.
 """
 
 
 def render(data: dict) -> str:
     """The data file's text for ``mine()``'s result (deterministic)."""
-    out = [HEADER, "[versions]"]
-    out += [f"{k} = {_toml_value(v)}" for k, v in data["versions"].items()]
-    for table in ("plugin", "accelerate_config", "trainer_fsdp_config"):
-        for row in data[table]:
-            out += ["", f"[[{table}]]"]
+    out = [HEADER.rstrip("\n")]
+    for name, value in data.items():
+        rows = value if isinstance(value, list) else [value]
+        for row in rows:
+            out += ["", f"[[{name}]]" if isinstance(value, list) else f"[{name}]"]
             out += [f"{k} = {_toml_value(v)}" for k, v in row.items()]
     return "\n".join(out) + "\n"
 

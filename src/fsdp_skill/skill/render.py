@@ -88,13 +88,13 @@ def render_pitfalls(pitfalls: tuple[knowledge.Pitfall, ...]) -> str:
             "",
             "Avoid:",
             "",
-            f"```python {p.bad_mode}",
+            _fence(p.code_lang, p.bad_mode),
             p.bad.strip(),
             "```",
             "",
             "Use instead:",
             "",
-            f"```python {p.good_mode}",
+            _fence(p.code_lang, p.good_mode),
             p.good.strip(),
             "```",
             "",
@@ -102,6 +102,11 @@ def render_pitfalls(pitfalls: tuple[knowledge.Pitfall, ...]) -> str:
         ]
     lines.append("")
     return "\n".join(lines)
+
+
+def _fence(language: str, mode: str) -> str:
+    """The opening fence of a pitfall's code: Python carries its run mode, a config does not."""
+    return f"```python {mode}" if language == "python" else f"```{language}"
 
 
 def _source_links(source: str) -> str:
