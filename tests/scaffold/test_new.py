@@ -19,22 +19,30 @@ from tests.cli import fsdp
 
 PROJECT_FILES = [
     "README.md",
+    "checkpoint.py",
+    "data.py",
+    "export.py",
     "launch/multinode.sh",
     "launch/slurm.sbatch",
     "launch/torchrun.sh",
+    "model.py",
     "model_config.json",
+    "options.py",
+    "prepare.py",
+    "tracking.py",
     "train.py",
     "train_config.json",
 ]
+PYTHON_FILES = [f for f in PROJECT_FILES if f.endswith(".py")]
 
 
 def train_defaults() -> dict:
-    """The DEFAULTS literal of the shipped train.py, read without running it."""
-    tree = ast.parse((TEMPLATE_DIR / "train.py").read_text())
+    """The DEFAULTS literal of the shipped options.py, read without running it."""
+    tree = ast.parse((TEMPLATE_DIR / "options.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "DEFAULTS":
             return ast.literal_eval(node.value)
-    raise AssertionError("train.py has no DEFAULTS")
+    raise AssertionError("options.py has no DEFAULTS")
 
 
 def test_shipped_config_equals_train_py_defaults():
@@ -191,7 +199,7 @@ def test_cli_in_process_text_output(tmp_path, capsys):
         main(["new", str(tmp_path / "p"), "--activation-checkpointing"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "wrote 7 files" in out and "launch/torchrun.sh" in out
+    assert f"wrote {len(PROJECT_FILES)} files" in out and "launch/torchrun.sh" in out
 
 
 def test_new_does_not_import_torch(tmp_path):
@@ -209,6 +217,22 @@ def test_launch_scripts_are_valid_shell():
         assert "train.py --config train_config.json" in script.read_text()
 
 
-def test_shipped_train_py_is_valid_python():
-    compile((TEMPLATE_DIR / "train.py").read_text(), "train.py", "exec")
-    assert Path(TEMPLATE_DIR / "train.py").read_text().startswith('"""')
+@pytest.mark.parametrize("name", PYTHON_FILES)
+def test_shipped_python_files_are_valid_and_documented(name):
+    compile((TEMPLATE_DIR / name).read_text(), name, "exec")
+    assert Path(TEMPLATE_DIR / name).read_text().startswith('"""')
+
+
+def test_project_modules_import_only_each_other_and_packages():
+    """train.py's siblings are imported by bare name: each must be a file of the project."""
+    siblings = {Path(f).stem for f in PYTHON_FILES}
+    for name in PYTHON_FILES:
+        tree = ast.parse((TEMPLATE_DIR / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                top = node.module.split(".")[0]
+                if top not in siblings:
+                    assert top in {"torch", "transformers", "numpy", "safetensors", "datasets",
+                                   "huggingface_hub", "tqdm", "wandb", "__future__", "argparse",
+                                   "collections", "contextlib", "functools", "pathlib",
+                                   "multiprocessing"}, (name, top)  # fmt: skip
