@@ -42,7 +42,8 @@ import atexit, os, runpy, sys
 
 def threads_at_exit():
     names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
-    print("threads at exit: " + ",".join(sorted(names)), file=sys.stderr, flush=True)
+    sys.stderr.write("\\nthreads at exit: " + ",".join(sorted(names)) + "\\n")  # one write per rank
+    sys.stderr.flush()
 
 atexit.register(threads_at_exit)
 script = sys.argv[1]
@@ -53,12 +54,12 @@ runpy.run_path(script, run_name="__main__")
 
 
 def make_project(
-    dest: Path, model: dict | None = None, settings: dict | None = None, **options
+    dest: Path, shape: dict | None = None, settings: dict | None = None, **options
 ) -> Path:
     """A project written by `new`, shrunk for tests (its fsdp section stays as rendered)."""
     model_config = dest.parent / f"{dest.name}-model.json"
     if "model" not in options:
-        model_config.write_text(json.dumps(model or TINY_MODEL))
+        model_config.write_text(json.dumps(shape or TINY_MODEL))
         options.setdefault("model_config", str(model_config))
     new_project(dest, **options)
     edit_config(dest, TEST_SETTINGS)
@@ -112,12 +113,18 @@ def train(
         env=env,
         cwd=project,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, failure_text(proc.stderr)
     if exit_check:
         lines = [ln for ln in proc.stderr.splitlines() if "threads at exit: " in ln]
         assert len(lines) == nproc, proc.stderr[-3000:]
         assert not [ln for ln in lines if "gloo" in ln], lines
     return records(proc.stdout), proc.stderr
+
+
+def failure_text(stderr: str) -> str:
+    """The first rank's traceback (the cause) and the end of the log (the launcher's view)."""
+    ranks = [line for line in stderr.splitlines() if line.startswith("[rank")]
+    return "\n".join(ranks[:60]) + "\n...\n" + stderr[-1500:]
 
 
 def start(

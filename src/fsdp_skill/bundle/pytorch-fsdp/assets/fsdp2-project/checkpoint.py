@@ -159,6 +159,8 @@ def load_checkpoint(root: Path, model, optimizer) -> dict | None:
     if rank == 0:
         for stale in root.glob(".tmp-*"):  # leftovers of a save that was interrupted
             shutil.rmtree(stale, ignore_errors=True)
+        if (root / f".old-{BEST}").is_dir() and not (root / BEST).exists():
+            os.rename(root / f".old-{BEST}", root / BEST)  # a best save stopped mid-swap
         done = complete_checkpoints(root)
         latest = [str(done[-1]) if done else None]
     dist.broadcast_object_list(latest, src=0)  # every rank resumes from the same one

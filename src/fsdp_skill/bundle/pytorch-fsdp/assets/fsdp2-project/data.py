@@ -130,11 +130,13 @@ class TokenChunks(Dataset):
     ones belong in token shards (``prepare.py``, ``data.kind: tokens``).
     """
 
-    def __init__(self, files: list[Path], tokenizer: Tokenizer, cfg: dict) -> None:
+    def __init__(self, files: list[Path], tokenizer: Tokenizer, cfg: dict, vocab: int) -> None:
         ids: list[int] = []
         for path in files:
             for doc in read_documents(path, cfg["data"]["text_field"], cfg["config_file"]):
                 ids += tokenizer.encode(doc)
+        if max(ids, default=0) >= vocab:
+            raise ConfigError(f"{files[0]}: token id {max(ids)} >= the model's vocab_size {vocab}")
         seq_len = cfg["data"]["seq_len"]
         usable = len(ids) // seq_len * seq_len
         if usable == 0:
@@ -269,7 +271,8 @@ def check_sources(cfg: dict, vocab: int) -> None:
                 )
             if folder is not None:
                 index = json.loads((folder / INDEX_FILE).read_text())
-                check_vocab(index["vocab_size"], vocab, str(folder / INDEX_FILE), source)
+                largest = index.get("max_token_id", index["vocab_size"] - 1)
+                check_vocab(largest + 1, vocab, str(folder / INDEX_FILE), source)
     elif data["kind"] == "hf":
         for split in filter(None, (data["split"], data["val_split"])):
             columns = load_hf_split(cfg, split).column_names
@@ -287,11 +290,10 @@ def build_datasets(cfg: dict, vocab: int, rank: int) -> tuple[Dataset, Dataset |
     if kind == "synthetic":
         train = SyntheticTokens(data["num_samples"], data["seq_len"], vocab, cfg["train"]["seed"])
     elif kind == "text":
-        tokenizer = Tokenizer(data["tokenizer"] and str(Path(cfg["base_dir"]) / data["tokenizer"]))
-        check_vocab(tokenizer.vocab_size, vocab, "the tokenizer", source)
-        train = TokenChunks(data_files(cfg, "path"), tokenizer, cfg)
+        tokenizer = project_tokenizer(cfg, vocab)
+        train = TokenChunks(data_files(cfg, "path"), tokenizer, cfg, vocab)
         if data["val_path"]:
-            val = TokenChunks(data_files(cfg, "val_path"), tokenizer, cfg)
+            val = TokenChunks(data_files(cfg, "val_path"), tokenizer, cfg, vocab)
     elif kind == "tokens":
         folder = Path(cfg["base_dir"]) / data["path"]
         train = TokenShards(folder, "train", data["seq_len"])
@@ -299,8 +301,7 @@ def build_datasets(cfg: dict, vocab: int, rank: int) -> tuple[Dataset, Dataset |
         val = TokenShards(val_folder, "val", data["seq_len"])
         val = val if len(val) else None
     else:
-        tokenizer = Tokenizer(data["tokenizer"] and str(Path(cfg["base_dir"]) / data["tokenizer"]))
-        check_vocab(tokenizer.vocab_size, vocab, "the tokenizer", source)
+        tokenizer = project_tokenizer(cfg, vocab)
         train = HFSequences(cfg, data["split"], tokenizer, rank)
         if data["val_split"]:
             val = HFSequences(cfg, data["val_split"], tokenizer, rank)
@@ -309,6 +310,15 @@ def build_datasets(cfg: dict, vocab: int, rank: int) -> tuple[Dataset, Dataset |
     if val is None and data["val_fraction"] > 0:
         train, val = split_off(train, data["val_fraction"])
     return train, val
+
+
+def project_tokenizer(cfg: dict, vocab: int) -> Tokenizer:
+    """``data.tokenizer`` (or bytes), checked against the model's vocabulary."""
+    named = cfg["data"]["tokenizer"]
+    tokenizer = Tokenizer(named and str(Path(cfg["base_dir"]) / named))
+    if tokenizer.hf is not None:  # bytes are checked on the data: ASCII fits 128 ids
+        check_vocab(tokenizer.vocab_size, vocab, "the tokenizer", cfg["config_file"])
+    return tokenizer
 
 
 def check_vocab(data_vocab: int, model_vocab: int, what: str, source: str) -> None:

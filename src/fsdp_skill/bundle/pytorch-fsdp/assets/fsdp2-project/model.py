@@ -159,6 +159,13 @@ def enable_activation_checkpointing(model, mode: bool | str) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
+def original_name(name: str) -> str:
+    """A parameter's name without the wrappers' prefixes (FSDP1, activation checkpointing)."""
+    for wrapper in ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module."):
+        name = name.replace(wrapper, "")
+    return name
+
+
 def count_parameters(model: torch.nn.Module) -> int:
     """Every parameter once (tied ones once), at full size: the same for FSDP1 and FSDP2."""
     return sum(p.numel() for p in model.parameters())
@@ -177,7 +184,8 @@ def flops_per_token(model: torch.nn.Module, seq_len: int) -> float:
 
 
 def build_model(cfg: dict, hf_config, source: str | None, device, mesh: DeviceMesh | None):
-    """The sharded model and ``{"parameters", "flops_per_token"}`` (counted before sharding)."""
+    """The sharded model and ``{"parameters", "flops_per_token", "matrices"}``, counted
+    before sharding (the same for FSDP1 and FSDP2)."""
     from transformers import AutoModelForCausalLM
 
     # Meta device: the structure without any storage, so no rank ever holds the whole model.
@@ -188,6 +196,9 @@ def build_model(cfg: dict, hf_config, source: str | None, device, mesh: DeviceMe
     info = {
         "parameters": count_parameters(model),
         "flops_per_token": flops_per_token(model, cfg["data"]["seq_len"]),
+        # Matrices get weight decay, norms and biases do not. Decided here, on full shapes:
+        # FSDP1 (use_orig_params) shows every parameter as a flat 1-D shard afterwards.
+        "matrices": {name for name, p in model.named_parameters() if p.ndim >= 2},
     }
     fsdp = cfg["fsdp"]
     if fsdp["activation_checkpointing"]:
@@ -326,6 +337,8 @@ def load_safetensors_shards(model: torch.nn.Module, files: dict[str, str]) -> No
 
     prefix = getattr(model, "base_model_prefix", "") + "."
     state = model.state_dict()
+    # Names that share one parameter (a head tied to the embedding): a checkpoint stores one.
+    owner = {n: id(p) for n, p in model.named_parameters(remove_duplicate=False)}
     loaded: set[int] = set()
     handles: dict[str, object] = {}
     missing = []
@@ -348,8 +361,7 @@ def load_safetensors_shards(model: torch.nn.Module, files: dict[str, str]) -> No
             index, local = tuple(slice(None) for _ in tensor.shape), tensor
         with torch.no_grad():
             local.copy_(view[index] if index else view[:])
-        loaded.add(id(tensor))
-    # Tied weights (the head that shares the embedding) are not stored twice.
-    absent = sorted(n for n in missing if id(state[n]) not in loaded)
+        loaded.add(owner.get(name, id(tensor)))
+    absent = sorted(n for n in missing if owner.get(n) not in loaded)
     if absent:
         raise ConfigError(f"the checkpoint has no weights for {absent[:3]}")

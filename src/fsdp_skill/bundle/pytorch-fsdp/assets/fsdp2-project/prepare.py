@@ -108,7 +108,7 @@ def tokenize_piece(job: tuple) -> dict:
         if ids:
             file = f"{name}-{number:06d}.bin"
             np.asarray(ids, dtype=dtype).tofile(Path(out) / file)
-            written[name] = {"file": file, "tokens": len(ids)}
+            written[name] = {"file": file, "tokens": len(ids), "max_token_id": max(ids)}
     return {"number": number, "bytes": end - start, "shards": written}
 
 
@@ -155,6 +155,9 @@ def prepare(args: argparse.Namespace) -> dict:
             "dtype": dtype,
             "vocab_size": tokenizer.vocab_size,
             "eos_token_id": tokenizer.eos,
+            "max_token_id": max(
+                (s["max_token_id"] for r in results for s in r["shards"].values()), default=0
+            ),
             "tokenizer": args.tokenizer,
             "inputs": [str(f) for f in files],
             "splits": {

@@ -64,7 +64,10 @@ class Sinks:
                     f"{source}: tracking.wandb needs the wandb package (pip install wandb)"
                 ) from None
             options = {k: v for k, v in cfg.items() if isinstance(v, dict)}
-            self.wandb = wandb.init(project=track["wandb"], config=options)
+            try:
+                self.wandb = wandb.init(project=track["wandb"], config=options)
+            except wandb.errors.Error as exc:  # not logged in, no network: say so in one line
+                raise ConfigError(f"{source}: tracking.wandb: {exc} (or WANDB_MODE=offline)") from None
 
     def write(self, record: dict) -> None:
         if self.json:

@@ -34,10 +34,17 @@ from data import (
     Tokenizer,
     build_datasets,
     check_sources,
+    project_tokenizer,
     training_batches,
     validation_batches,
 )
-from model import build_model, check_model_options, load_hf_config, model_source
+from model import (
+    build_model,
+    check_model_options,
+    load_hf_config,
+    model_source,
+    original_name,
+)
 from options import (
     ConfigError,
     check_world,
@@ -118,15 +125,19 @@ def log0(*parts: object) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def build_optimizer(model: torch.nn.Module, cfg: dict, device: torch.device, total: int):
-    """AdamW (no weight decay on norms and biases) and warm-up + cosine over ``total`` steps."""
+def build_optimizer(model, cfg: dict, device: torch.device, total: int, matrices: set[str]):
+    """AdamW (weight decay on ``matrices`` only, not on norms and biases) and warm-up + cosine
+    over ``total`` steps."""
     opt = cfg["optim"]
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]  # norms, biases
+    named = [(original_name(n), p) for n, p in model.named_parameters() if p.requires_grad]
+    decay = [p for n, p in named if n in matrices]
+    no_decay = [p for n, p in named if n not in matrices]
     groups = [
         {"params": decay, "weight_decay": opt["weight_decay"]},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+    # An empty group would lose its settings in a checkpoint round trip (set_state_dict).
+    groups = [g for g in groups if g["params"]]
     # The fused kernel does the whole update in a few launches; it needs the states on GPU.
     fused = device.type == "cuda" and not cfg["fsdp"]["cpu_offload"]
     optimizer = torch.optim.AdamW(
@@ -254,19 +265,17 @@ def train(cfg, hf_config, source, plan, micro, accum, rank, world, device, mesh)
             f"{cfg['config_file']}: eval.every needs validation data "
             "(data.val_path, data.val_split, or data.val_fraction > 0)"
         )
-    val_batches = (
-        validation_batches(val_set, micro, cfg["eval"]["batches"], rank, world)
-        if (evaluating)
-        else []
-    )
-    tokenizer = None
+    val_batches, tokenizer = [], None
+    if evaluating:
+        val_batches = validation_batches(val_set, micro, cfg["eval"]["batches"], rank, world)
     if cfg["eval"]["prompt"]:
-        named = cfg["data"]["tokenizer"]
-        tokenizer = Tokenizer(named and str(Path(cfg["base_dir"]) / named))
+        tokenizer = project_tokenizer(cfg, hf_config.vocab_size)
 
     model, info = build_model(cfg, hf_config, source, device, mesh)
     precision, fsdp_version = cfg["fsdp"]["precision"], cfg["fsdp"]["version"]
-    optimizer, scheduler = build_optimizer(model, cfg, device, plan["schedule_steps"])
+    optimizer, scheduler = build_optimizer(
+        model, cfg, device, plan["schedule_steps"], info["matrices"]
+    )
     scaler = ShardedGradScaler(device=device.type) if precision == "fp16" else None
 
     ckpt_root = Path(cfg["checkpoint"]["dir"])
