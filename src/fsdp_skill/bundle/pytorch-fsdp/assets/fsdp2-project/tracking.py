@@ -67,7 +67,9 @@ class Sinks:
             try:
                 self.wandb = wandb.init(project=track["wandb"], config=options)
             except wandb.errors.Error as exc:  # not logged in, no network: say so in one line
-                raise ConfigError(f"{source}: tracking.wandb: {exc} (or WANDB_MODE=offline)") from None
+                raise ConfigError(
+                    f"{source}: tracking.wandb: {exc} (or WANDB_MODE=offline)"
+                ) from None
 
     def write(self, record: dict) -> None:
         if self.json:
