@@ -2,7 +2,7 @@
 against torchtitan, on the same model, batch and ranks.
 
 The model is torchtitan's Llama 3 "debugmodel" shape (dim 256, 6 layers, 16 heads, FFN 768,
-vocab 2000), fp32, on 2 gloo ranks with synthetic tokens. Each pair of runs (project, then
+vocab 2048), fp32, on 2 gloo ranks with synthetic tokens. Each pair of runs (project, then
 the baseline) runs back to back; the ratio of their median tokens/s is taken per pair and the
 median ratio is reported, so that the load of a shared machine cancels out.
 
@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 
 TORCHTITAN = "torchtitan==0.3.0"
+TRITON = "triton==3.9.0"
 DEBUG_MODEL = {  # torchtitan's llama3 debugmodel, as a Hugging Face Llama config
     "model_type": "llama",
-    "vocab_size": 2000,
+    "vocab_size": 2048,
     "hidden_size": 256,
     "intermediate_size": 768,
     "num_hidden_layers": 6,
@@ -185,55 +186,75 @@ def torchtitan_python(args: argparse.Namespace) -> str:
         held.write_text(f"torch=={torch.__version__.split('+')[0]}\n")
         if wanted:
             subprocess.run([*pip, "-c", str(held), *wanted], check=True)
+        if not torch.cuda.is_available():
+            # torchtitan imports triton (a CUDA build of torch brings it); and the CPU shim.
+            subprocess.run([*pip, "-c", str(held), TRITON], check=True)
+            Path(purelib, "sitecustomize.py").write_text(CPU_SHIM)
     return str(python)
 
 
-TORCHTITAN_CONFIG = """\
-[job]
-dump_folder = "{dump}"
-[model]
-name = "llama3"
-flavor = "debugmodel"
-hf_assets_path = "{assets}"
-[optimizer]
-name = "AdamW"
-lr = 3e-4
-[lr_scheduler]
-warmup_steps = 2
-[training]
-local_batch_size = {batch}
-seq_len = {seq}
-steps = {steps}
-dataset = "c4_test"
-mixed_precision_param = "float32"
-[parallelism]
-data_parallel_shard_degree = -1
-[checkpoint]
-enable = false
-[metrics]
-log_freq = 1
-[activation_checkpoint]
-mode = "none"
-[compile]
-enable = false
+# torch on CPU: torchtitan asks torch for an accelerator and calls CUDA-style functions on
+# its device module; this makes the CPU that device (written into torchtitan's venv only).
+CPU_SHIM = """\
+import types
+import torch
+import torch._utils
+import torch.cpu
+
+torch._utils._get_available_device_type = lambda: "cpu"
+for name, fn in {
+    "memory_stats": lambda *a, **k: {},
+    "reset_peak_memory_stats": lambda *a, **k: None,
+    "get_device_properties": lambda *a, **k: types.SimpleNamespace(name="cpu", total_memory=1 << 34),
+    "get_device_name": lambda *a, **k: "cpu",
+    "empty_cache": lambda *a, **k: None,
+}.items():
+    if not hasattr(torch.cpu, name):
+        setattr(torch.cpu, name, fn)
 """
 
 
-def run_torchtitan(root: Path, args: argparse.Namespace, python: str) -> float:
-    """torchtitan's trainer on the same model and batch; tokens/s from its `tps` log lines
-    (per rank, so multiplied by the ranks)."""
-    config = root / "torchtitan.toml"
-    config.write_text(
-        TORCHTITAN_CONFIG.format(
-            dump=root / "tt-out",
-            assets=root / "tt-assets",
-            batch=args.micro_batch,
-            seq=args.seq_len,
-            steps=args.steps,
-        )  # fmt: skip
+def torchtitan_assets(root: Path) -> tuple[Path, Path]:
+    """A 2048-token BPE tokenizer and a local text dataset: torchtitan's defaults (its test
+    tokenizer, the c4_test files) ship in its repository, not in the package."""
+    import random
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    assets, data = root / "tt-assets", root / "tt-data"
+    if assets.exists():
+        return assets, data
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 8))) for _ in range(3000)]
+    docs = [" ".join(rng.choice(words) for _ in range(400)) for _ in range(400)]
+    data.mkdir(parents=True)
+    (data / "train.json").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel()
+    special = ["<|begin_of_text|>", "<|end_of_text|>", "<unk>"]
+    tokenizer.train_from_iterator(
+        docs, trainers.BpeTrainer(vocab_size=2048, special_tokens=special)
     )
-    proc = torchrun(args, "-m", "torchtitan.train", "--job.config_file", str(config),
-                    python=python, cwd=root)  # fmt: skip
+    assets.mkdir(parents=True)
+    tokenizer.save(str(assets / "tokenizer.json"))
+    config = {"bos_token": special[0], "eos_token": special[1]}
+    (assets / "tokenizer_config.json").write_text(json.dumps(config))
+    return assets, data
+
+
+def run_torchtitan(root: Path, args: argparse.Namespace, python: str) -> float:
+    """torchtitan's trainer (its llama3 debugmodel config) on the same batch; tokens/s from
+    its `tps` log lines (per rank, so multiplied by the ranks)."""
+    assets, data = torchtitan_assets(root)
+    proc = torchrun(
+        args, "-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_debugmodel",
+        "--hf_assets_path", str(assets), "--dataloader.dataset_path", str(data),
+        "--training.steps", str(args.steps), "--training.seq_len", str(args.seq_len),
+        "--training.local_batch_size", str(args.micro_batch), "--checkpoint.no-enable",
+        "--dump_folder", str(root / "tt-out"), "--parallelism.spmd_backend", "partial_dtensor",
+        python=python, cwd=root,
+    )  # fmt: skip
     if proc.returncode != 0:
         raise RuntimeError(f"torchtitan: {failure(proc)}")
     rates = [
@@ -288,7 +309,7 @@ def main() -> int:
         textwrap.dedent(
             f"""\
             {args.nproc} x {args.device}, torch {torch.__version__}; Llama debugmodel shape
-            (6 x 256, vocab 2000), fp32, {args.micro_batch} x {args.seq_len} tokens per rank
+            (6 x 256, vocab 2048), fp32, {args.micro_batch} x {args.seq_len} tokens per rank
             per step, median of steps {args.skip + 1}-{args.steps}, {args.pairs} paired runs,
             {time.perf_counter() - began:.0f} s in all
             """
