@@ -89,15 +89,20 @@ def data_files(cfg: dict, key: str) -> list[Path]:
     """The files named by ``data.<key>``: a path, a glob, or a list of them (sorted, unique)."""
     value = cfg["data"][key]
     patterns = value if isinstance(value, list) else [value]
+    if not all(isinstance(p, str) for p in patterns):
+        raise ConfigError(f"{cfg['config_file']}: data.{key} must name files, not {value!r}")
+    return matching_files(patterns, Path(cfg["base_dir"]), f"{cfg['config_file']}: data.{key}")
+
+
+def matching_files(patterns: list[str], base: Path, what: str) -> list[Path]:
+    """The files that ``patterns`` (paths or globs, relative to ``base``) name, in order."""
     found: list[Path] = []
     for pattern in patterns:
-        if not isinstance(pattern, str):
-            raise ConfigError(f"{cfg['config_file']}: data.{key} must name files, not {pattern!r}")
-        full = str(Path(cfg["base_dir"]) / Path(pattern).expanduser())
+        full = str(base / Path(pattern).expanduser())
         matches = sorted(glob.glob(full)) if glob.has_magic(full) else [full]
         files = [Path(m) for m in matches if Path(m).is_file()]
         if not files:
-            raise ConfigError(f"{cfg['config_file']}: data.{key} {pattern!r} matches no file")
+            raise ConfigError(f"{what} {pattern!r} matches no file")
         found += [f for f in files if f not in found]
     return found
 

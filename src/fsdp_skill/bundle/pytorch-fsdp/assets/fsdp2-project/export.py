@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 import torch.distributed.checkpoint as dcp
 from checkpoint import COMPLETE, complete_checkpoints
 from model import load_hf_config, materialize_, model_source
-from options import ConfigError, load_options
+from options import ConfigError, load_options, run
 from options import parse_args as train_args
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -110,8 +109,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ConfigError as exc:
-        print(f"export.py: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run(main, "export.py")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 DEFAULTS: dict = {
@@ -90,6 +91,15 @@ class ConfigError(SystemExit):
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
+
+
+def run(main, name: str) -> None:
+    """Run an entry point: a ConfigError is one line on stderr and exit status 2."""
+    try:
+        sys.exit(main())
+    except ConfigError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -209,9 +219,6 @@ def check_options(cfg: dict, source: str) -> None:
         "eval.max_new_tokens",
         "profile.steps",
     ]
-    for key in positive:
-        if not _integer(get(key)) or get(key) < 1:
-            raise bad(key, "a positive integer")
     at_least_zero = [
         "checkpoint.every",
         "optim.warmup_steps",
@@ -219,9 +226,13 @@ def check_options(cfg: dict, source: str) -> None:
         "eval.every",
         "profile.memory_snapshot_steps",
     ]
-    for key in at_least_zero:
-        if not _integer(get(key)) or get(key) < 0:
-            raise bad(key, "an integer >= 0")
+    for keys, minimum, rule in [
+        (positive, 1, "a positive integer"),
+        (at_least_zero, 0, "an integer >= 0"),
+    ]:
+        for key in keys:
+            if not _integer(get(key)) or get(key) < minimum:
+                raise bad(key, rule)
     for key in ["train.global_batch_size", "optim.decay_steps", "profile.start_step"]:
         if get(key) is not None and (not _integer(get(key)) or get(key) < 1):
             raise bad(key, "a positive integer or null")

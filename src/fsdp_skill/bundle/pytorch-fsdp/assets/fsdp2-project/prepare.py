@@ -17,7 +17,6 @@ is written aside and renamed into place when complete. Then, in ``train_config.j
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -28,8 +27,8 @@ from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
-from data import INDEX_FILE, Tokenizer, document_text
-from options import ConfigError
+from data import INDEX_FILE, Tokenizer, document_text, matching_files
+from options import ConfigError, run
 
 _tokenizer: Tokenizer | None = None  # one per worker process
 
@@ -44,17 +43,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--chunk-mb", type=float, default=64.0, help="bytes per piece of work")
     return parser.parse_args(argv)
-
-
-def input_files(patterns: list[str]) -> list[Path]:
-    files: list[Path] = []
-    for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        found = [Path(m) for m in matches if Path(m).is_file()]
-        if not found:
-            raise ConfigError(f"--input {pattern!r} matches no file")
-        files += [f for f in found if f not in files]
-    return files
 
 
 def pieces(path: Path, chunk_bytes: int) -> list[tuple[str, int, int]]:
@@ -120,7 +108,7 @@ def prepare(args: argparse.Namespace) -> dict:
         raise ConfigError("--workers and --chunk-mb must be positive")
     if args.output.exists():
         raise ConfigError(f"{args.output} exists (remove it, or choose another)")
-    files = input_files(args.input)
+    files = matching_files(args.input, Path.cwd(), "--input")
     tokenizer = Tokenizer(args.tokenizer)
     dtype = "uint16" if tokenizer.vocab_size <= 2**16 else "uint32"
     work = [p for f in files for p in pieces(f, int(args.chunk_mb * 2**20))]
@@ -182,8 +170,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ConfigError as exc:
-        print(f"prepare.py: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run(main, "prepare.py")

@@ -51,6 +51,7 @@ from options import (
     load_options,
     micro_batches,
     parse_args,
+    run,
     world_size_from_env,
 )
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -474,8 +475,4 @@ def read_step(pending: dict, world: int) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except ConfigError as exc:
-        print(f"train.py: {exc}", file=sys.stderr)
-        sys.exit(2)
+    run(main, "train.py")
