@@ -315,10 +315,10 @@ def test_exit_path_leaves_no_gloo_thread_behind(tmp_path):
     """The abort at exit came from Gloo threads outliving the interpreter; run the exit path
     a few times (train, save, resume, exit) and check every rank, every time."""
     project = make_project(tmp_path / "proj", precision="fp32")
-    for attempt in range(3):
+    for attempt in range(2):
         steps = str(2 * (attempt + 1))
         train(project, 2, "--max-steps", steps, "--checkpoint-every", "1", exit_check=True)
-    assert complete(project / "checkpoints")[-1] == "step_00000006"
+    assert complete(project / "checkpoints")[-1] == "step_00000004"
 
 
 def test_lint_reports_nothing_on_the_generated_project(project):
