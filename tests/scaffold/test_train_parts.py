@@ -192,6 +192,7 @@ def write_project(tmp_path, config: dict, model: dict | None = None):
         ),
         ({"checkpoint": {"dir": "blocked/ck"}}, {"blocked": "a file"}, "checkpoint.dir .*cannot write"),
         ({"fsdp": {"replicate": 4}}, {}, "fsdp.replicate 4 does not divide the world size 2"),
+        ({"eval": {"every": 5}}, {}, "eval.every needs validation data"),
         (
             {"train": {"global_batch_size": 7}},
             {},
@@ -205,7 +206,7 @@ def write_project(tmp_path, config: dict, model: dict | None = None):
     ],
     ids=[
         "seq-len", "no-model-config", "text-field", "no-files", "dot-path", "local-looking-id",
-        "checkpoint-dir", "replicate", "global-batch", "no-index",
+        "checkpoint-dir", "replicate", "no-validation", "global-batch", "no-index",
     ],
 )  # fmt: skip
 def test_bad_inputs_stop_before_any_compute(checked_main, tmp_path, config, files, message):

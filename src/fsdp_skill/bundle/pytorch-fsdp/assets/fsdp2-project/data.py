@@ -262,6 +262,15 @@ def check_sources(cfg: dict, vocab: int) -> None:
     """Find what would fail in ``build_datasets`` cheaply, before any process group exists:
     missing files, a text field that is not there, token shards for a larger vocabulary."""
     data, source = cfg["data"], cfg["config_file"]
+    has_val = bool(data["val_path"] or data["val_split"] or data["val_fraction"] > 0)
+    if data["kind"] == "tokens" and not has_val:
+        index = Path(cfg["base_dir"]) / data["path"] / INDEX_FILE
+        has_val = index.is_file() and bool(json.loads(index.read_text())["splits"].get("val"))
+    if cfg["eval"]["every"] and not has_val:
+        raise ConfigError(
+            f"{source}: eval.every needs validation data "
+            "(data.val_path, data.val_split, or data.val_fraction > 0)"
+        )
     if data["kind"] == "text":
         for key in ("path", "val_path"):
             for path in data_files(cfg, key) if data[key] else []:

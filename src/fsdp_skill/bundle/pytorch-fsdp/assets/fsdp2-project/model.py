@@ -80,7 +80,10 @@ def load_hf_config(cfg: dict, source: str | None):
     from transformers import AutoConfig
 
     if source:
-        return AutoConfig.from_pretrained(source)
+        try:
+            return AutoConfig.from_pretrained(source)
+        except (OSError, ValueError, KeyError) as exc:
+            raise ConfigError(f"{source}/config.json: {str(exc).splitlines()[0]}") from None
     path = Path(cfg["base_dir"]) / cfg["model"]["config"]
     fields = read_json(path, "model config")
     if not isinstance(fields.get("model_type"), str):

@@ -231,11 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     data, optim = cfg["data"], cfg["optim"]
     first = cfg["train"]["global_batch_size"] or data["micro_batch"] * world * optim["grad_accum"]
     plan = {
-        "global_batch_size": resumed["global_batch_size"] if resumed else first,
-        "schedule_steps": resumed["schedule_steps"]
-        if resumed
-        else optim["decay_steps"] or cfg["train"]["max_steps"],
+        "global_batch_size": first,
+        "schedule_steps": optim["decay_steps"] or cfg["train"]["max_steps"],
     }
+    if resumed:  # a checkpoint written before these were saved keeps today's values
+        plan = {key: resumed.get(key, value) for key, value in plan.items()}
     micro, accum = micro_batches(
         plan["global_batch_size"], data["micro_batch"], world, cfg["config_file"]
     )
@@ -261,11 +261,6 @@ def train(cfg, hf_config, source, plan, micro, accum, rank, world, device, mesh)
     train_set, val_set = build_datasets(cfg, hf_config.vocab_size, rank)
     batches = training_batches(train_set, micro, cfg, rank, world, device)
     evaluating = cfg["eval"]["every"] > 0
-    if evaluating and val_set is None:
-        raise ConfigError(
-            f"{cfg['config_file']}: eval.every needs validation data "
-            "(data.val_path, data.val_split, or data.val_fraction > 0)"
-        )
     val_batches, tokenizer = [], None
     if evaluating:
         val_batches = validation_batches(val_set, micro, cfg["eval"]["batches"], rank, world)
