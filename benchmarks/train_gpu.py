@@ -135,6 +135,7 @@ def run_variant(project: Path, args: argparse.Namespace, device: str, peak: floa
         errors = [x for x in proc.stderr.splitlines() if "Error" in x] or ["failed"]
         return {"error": errors[-1].strip()[:120]}
     records = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    records = [r for r in records if "loss" in r]  # step records, not evaluations
     steady = [r for r in records if r["step"] > args.skip] or records
     tokens_per_s = statistics.median(r["tokens_per_s"] for r in steady)
     of_baseline = statistics.median(r["mfu"] for r in steady)  # per GPU, vs the baseline
@@ -147,15 +148,17 @@ def run_variant(project: Path, args: argparse.Namespace, device: str, peak: floa
 
 
 def datasheet_peak(device_name: str) -> float | None:
-    """The dense bf16 peak train.py knows for this device (from its own table)."""
-    import importlib.util
+    """The dense bf16 peak the project knows for this device (from its tracking.py table)."""
+    import importlib
 
     from fsdp_skill.scaffold import TEMPLATE_DIR
 
-    spec = importlib.util.spec_from_file_location("fsdp_train", TEMPLATE_DIR / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return next((v for k, v in module.PEAK_BF16_FLOPS.items() if k in device_name), None)
+    sys.path.insert(0, str(TEMPLATE_DIR))
+    try:
+        tracking = importlib.import_module("tracking")
+    finally:
+        sys.path.remove(str(TEMPLATE_DIR))
+    return next((v for k, v in tracking.PEAK_BF16_FLOPS.items() if k in device_name), None)
 
 
 def table(

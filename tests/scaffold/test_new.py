@@ -19,22 +19,30 @@ from tests.cli import fsdp
 
 PROJECT_FILES = [
     "README.md",
+    "checkpoint.py",
+    "data.py",
+    "export.py",
     "launch/multinode.sh",
     "launch/slurm.sbatch",
     "launch/torchrun.sh",
+    "model.py",
     "model_config.json",
+    "options.py",
+    "prepare.py",
+    "tracking.py",
     "train.py",
     "train_config.json",
 ]
+PYTHON_FILES = [f for f in PROJECT_FILES if f.endswith(".py")]
 
 
 def train_defaults() -> dict:
-    """The DEFAULTS literal of the shipped train.py, read without running it."""
-    tree = ast.parse((TEMPLATE_DIR / "train.py").read_text())
+    """The DEFAULTS literal of the shipped options.py, read without running it."""
+    tree = ast.parse((TEMPLATE_DIR / "options.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "DEFAULTS":
             return ast.literal_eval(node.value)
-    raise AssertionError("train.py has no DEFAULTS")
+    raise AssertionError("options.py has no DEFAULTS")
 
 
 def test_shipped_config_equals_train_py_defaults():
@@ -191,7 +199,7 @@ def test_cli_in_process_text_output(tmp_path, capsys):
         main(["new", str(tmp_path / "p"), "--activation-checkpointing"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    assert "wrote 7 files" in out and "launch/torchrun.sh" in out
+    assert f"wrote {len(PROJECT_FILES)} files" in out and "launch/torchrun.sh" in out
 
 
 def test_new_does_not_import_torch(tmp_path):
@@ -209,30 +217,46 @@ def test_launch_scripts_are_valid_shell():
         assert "train.py --config train_config.json" in script.read_text()
 
 
-def test_shipped_train_py_is_valid_python():
-    compile((TEMPLATE_DIR / "train.py").read_text(), "train.py", "exec")
-    assert Path(TEMPLATE_DIR / "train.py").read_text().startswith('"""')
+@pytest.mark.parametrize("name", PYTHON_FILES)
+def test_shipped_python_files_are_valid_and_documented(name):
+    compile((TEMPLATE_DIR / name).read_text(), name, "exec")
+    assert Path(TEMPLATE_DIR / name).read_text().startswith('"""')
+
+
+def test_project_modules_import_only_each_other_and_packages():
+    """train.py's siblings are imported by bare name: each must be a file of the project."""
+    siblings = {Path(f).stem for f in PYTHON_FILES}
+    for name in PYTHON_FILES:
+        tree = ast.parse((TEMPLATE_DIR / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                top = node.module.split(".")[0]
+                if top not in siblings:
+                    assert top in {"torch", "transformers", "numpy", "safetensors", "datasets",
+                                   "huggingface_hub", "tqdm", "wandb", "__future__", "argparse",
+                                   "collections", "contextlib", "functools", "pathlib",
+                                   "multiprocessing"}, (name, top)  # fmt: skip
 
 
 def _torch_minimum_from_the_template() -> str:
-    """The newest ``since`` among the versioned torch names train.py uses (symbols.toml)."""
+    """The newest ``since`` among the versioned torch names the project uses (symbols.toml)."""
     from fsdp_skill import knowledge, symbols
 
     listed = knowledge.versioned_symbols()
-    code = (TEMPLATE_DIR / "train.py").read_text()
+    code = "\n".join((TEMPLATE_DIR / name).read_text() for name in PYTHON_FILES)
     since = {listed[n]["since"] for _, n in symbols.names_in_code(code) if n in listed}
     return max((s for s in since if s), key=knowledge.version_tuple)
 
 
 def _transformers_minimum_from_the_template() -> str:
-    """The major version train.py refuses to run below (its own check of the version)."""
-    tree = ast.parse((TEMPLATE_DIR / "train.py").read_text())
-    for node in ast.walk(tree):
+    """The major version the project refuses to run below (its own check of the version)."""
+    trees = [ast.parse((TEMPLATE_DIR / name).read_text()) for name in PYTHON_FILES]
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.Lt):
             left = ast.unparse(node.left)
             if "transformers.__version__" in left and isinstance(node.comparators[0], ast.Constant):
                 return str(node.comparators[0].value)
-    raise AssertionError("train.py no longer checks the transformers version")
+    raise AssertionError("the project no longer checks the transformers version")
 
 
 def test_new_says_up_front_what_the_project_needs(tmp_path):

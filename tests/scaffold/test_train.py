@@ -6,157 +6,42 @@ checkpoints every 5) is shared by the tests that compare against it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
-from fsdp_skill.scaffold import new_project
-from tests.distributed import quiet_env, run_ranks
+from tests.scaffold.runs import (
+    TINY_MODEL,
+    complete,
+    copy_checkpoint,
+    edit_config,
+    kill_tree,
+    losses,
+    make_project,
+    records,
+    start,
+    step_records,
+    train,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-TINY_MODEL = {
-    "model_type": "llama",
-    "vocab_size": 128,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 64,
-}
-# Small and quick; the schedule's length is fixed so that runs of any length share it.
-TEST_SETTINGS = {
-    "data": {"seq_len": 32, "micro_batch": 4, "num_samples": 2000},
-    "optim": {"lr": 1e-2, "warmup_steps": 2, "decay_steps": 100},
-    "train": {"log_every": 1},
-    "checkpoint": {"every": 5, "keep": 3},
-}
-TIMEOUT = 150
-
-
-def make_project(dest: Path, **options) -> Path:
-    """A project written by `new`, shrunk for tests (its fsdp section stays as rendered)."""
-    model_config = dest.parent / f"{dest.name}-model.json"
-    if "model" not in options:
-        model_config.write_text(json.dumps(TINY_MODEL))
-        options.setdefault("model_config", str(model_config))
-    new_project(dest, **options)
-    config_path = dest / "train_config.json"
-    config = json.loads(config_path.read_text())
-    for section, values in TEST_SETTINGS.items():
-        config[section].update(values)
-    config_path.write_text(json.dumps(config, indent=2))
-    return dest
-
-
-def records(stdout: str) -> list[dict]:
-    """The --log-json lines of a run."""
-    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-
-
-def train(project: Path, nproc: int, *args: str, env=None) -> tuple[list[dict], str]:
-    """Run the project's train.py to completion; returns the step records and stderr."""
-    proc = run_ranks(
-        project / "train.py",
-        nproc,
-        ["--device", "cpu", "--log-json", *args],
-        timeout=TIMEOUT,
-        env=env,
-        cwd=project,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return records(proc.stdout), proc.stderr
-
-
-def start(
-    project: Path, nproc: int, log: Path, *args: str, env=None, launcher: str | None = None
-) -> subprocess.Popen:
-    """Start train.py under torchrun in its own process group, stdout into ``log``.
-
-    With ``launcher`` (a script of the project's launch/ folder), through that script.
-    """
-    if launcher:
-        command = [str(project / launcher)]
-        env = dict(env or {}, NPROC=str(nproc))
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    else:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        command += [f"--nproc_per_node={nproc}", str(project / "train.py")]
-    command += ["--device", "cpu", "--log-json", *args]
-    with open(log, "w") as out:
-        return subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=quiet_env(env),
-            cwd=project,
-            start_new_session=True,
-        )
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants (Linux /proc). torchrun puts each worker in a session
-    of its own, so signalling torchrun's process group does not reach the workers."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            children = (task / "children").read_text().split() if task.exists() else []
-            todo.extend(int(c) for c in children)
-    return found
-
-
-def kill_tree(proc: subprocess.Popen, sig: int) -> None:
-    for pid in process_tree(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-
-def wait_for(proc: subprocess.Popen, log: Path, predicate, timeout: float = TIMEOUT) -> str:
-    """Poll ``log`` until ``predicate(text)`` holds; fail if the run ends or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if predicate(text):
-            return text
-        if proc.poll() is not None:
-            kill_tree(proc, signal.SIGKILL)
-            pytest.fail(f"the run ended early ({proc.returncode}):\n{text[-3000:]}")
-        time.sleep(0.2)
-    kill_tree(proc, signal.SIGKILL)
-    pytest.fail(f"timed out waiting:\n{log.read_text(errors='replace')[-3000:]}")
-
-
-def losses(recs: list[dict]) -> dict[int, float]:
-    return {r["step"]: r["loss"] for r in recs}
-
-
-def complete(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if (p / "COMPLETE").is_file())
-
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
+def project(tmp_path_factory):
     return make_project(tmp_path_factory.mktemp("scaffold") / "proj", precision="fp32")
 
 
 @pytest.fixture(scope="module")
 def reference(project) -> dict[int, float]:
     """An uninterrupted run: world size 2, 20 steps, checkpoints every 5 into ck_ref."""
-    recs, _ = train(project, 2, "--max-steps", "20", "--checkpoint-dir", "ck_ref")
+    recs, _ = train(project, 2, "--max-steps", "20", "--checkpoint-dir", "ck_ref", exit_check=True)
     return losses(recs)
 
 
@@ -173,6 +58,7 @@ def test_trains_at_world_size_2_and_the_loss_falls(project, reference):
     state = json.loads((root / "step_00000020" / "trainer_state.json").read_text())
     assert state["step"] == 20 and state["world_size"] == 2
     assert state["data"] == {"epoch": 0, "consumed": 20 * 4 * 2}
+    assert state["global_batch_size"] == 8 and state["schedule_steps"] == 100
 
 
 def test_sigkill_mid_save_then_resume_matches_an_uninterrupted_run(project, reference, tmp_path):
@@ -188,7 +74,9 @@ def test_sigkill_mid_save_then_resume_matches_an_uninterrupted_run(project, refe
     assert complete(root) == ["step_00000005"]
     assert not (root / "step_00000010").exists()
 
-    recs, stderr = train(project, 2, "--max-steps", "20", "--checkpoint-dir", "ck_kill")
+    recs, stderr = train(
+        project, 2, "--max-steps", "20", "--checkpoint-dir", "ck_kill", exit_check=True
+    )
     assert "resumed from" in stderr and "step_00000005" in stderr
     resumed = losses(recs)
     assert sorted(resumed) == list(range(6, 21))
@@ -226,12 +114,19 @@ def test_sigterm_saves_and_exits_then_continues(project, reference, tmp_path):
             assert abs(value - reference[step]) <= 1e-6, (step, value, reference[step])
 
 
-def test_sigusr1_through_the_launch_script_saves_and_exits(project, tmp_path):
-    """launch/torchrun.sh makes torchrun pass SIGUSR1 on (SLURM's warning before the limit)."""
+def test_slurm_time_limit_signal_saves_exits_and_requeues(project, tmp_path):
+    """launch/torchrun.sh makes torchrun pass SIGUSR1 on (SLURM's warning before the limit);
+    train.py saves, then asks SLURM to requeue the job (a recording scontrol on PATH)."""
     root = project / "ck_usr1"
-    log = tmp_path / "usr1.log"
+    log, calls = tmp_path / "usr1.log", tmp_path / "scontrol.calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    scontrol.chmod(0o755)
+    env = {"SLURM_JOB_ID": "4242", "PATH": str(bin_dir)}
     args = ("--max-steps", "1000", "--checkpoint-dir", "ck_usr1")
-    proc = start(project, 2, log, *args, launcher="launch/torchrun.sh")
+    proc = start(project, 2, log, *args, env=env, launcher="launch/torchrun.sh")
     wait_for(proc, log, lambda text: '"step": 2,' in text)
     os.kill(proc.pid, signal.SIGUSR1)  # only the launcher: it must forward the signal
     proc.wait(timeout=60)
@@ -240,60 +135,190 @@ def test_sigusr1_through_the_launch_script_saves_and_exits(project, tmp_path):
     assert "ChildFailedError" not in text, text[-3000:]
     saved = complete(root)
     assert saved and int(saved[-1].split("_")[1]) == max(losses(records(text)))
+    assert calls.read_text().split("\n") == ["requeue 4242", ""]  # once, by rank 0
+    assert "SLURM job 4242 requeued" in text
 
 
 @pytest.mark.parametrize("nproc", [1, 4])
 def test_checkpoint_from_world_size_2_resumes_at_another_size(project, reference, nproc):
+    """The global batch of the first start is kept: 1 rank x 2 micro-batches of 4, or
+    4 ranks x 1 of 2, take the same samples per step as 2 ranks x 4: the same curve."""
     name = f"ck_ws{nproc}"
-    shutil.copytree(project / "ck_ref" / "step_00000010", project / name / "step_00000010")
+    copy_checkpoint(project, "ck_ref", 10, name)
     recs, stderr = train(project, nproc, "--max-steps", "12", "--checkpoint-dir", name)
     assert "step_00000010 (step 10, world size 2)" in stderr
+    split = {1: "1 ranks x 2 x 4", 4: "4 ranks x 1 x 2"}[nproc]
+    assert f"global batch 8 = {split}" in stderr
     resumed = losses(recs)
     assert sorted(resumed) == [11, 12]
-    # The restored model is the trained one: its loss is near the reference's at that step,
-    # and far from the untrained model's (other samples, so not equal).
-    assert abs(resumed[11] - reference[11]) < 0.25 * (reference[1] - reference[11])
+    for step, value in resumed.items():
+        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
     state = json.loads((project / name / "step_00000012" / "trainer_state.json").read_text())
-    assert state["world_size"] == nproc
-    assert state["data"]["consumed"] == 10 * 4 * 2 + 2 * 4 * nproc
+    assert state["world_size"] == nproc and state["global_batch_size"] == 8
+    assert state["data"]["consumed"] == 12 * 8
+
+
+def test_global_batch_size_derives_the_accumulation(project, reference):
+    """--global-batch-size 8 with micro-batches of at most 3 on 2 ranks: 2 micro-batches of
+    2 per rank, the same samples per step as the reference's 1 of 4: the same training."""
+    edit_config(project, {"data": {"micro_batch": 3}}, name="accum_config.json")
+    args = ("--config", "accum_config.json", "--max-steps", "6", "--checkpoint-dir", "ck_accum")
+    recs, stderr = train(project, 2, *args, "--global-batch-size", "8")
+    assert "global batch 8 = 2 ranks x 2 x 2" in stderr
+    for step, value in losses(recs).items():
+        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
+
+
+def test_one_rank_with_the_same_global_batch_follows_the_same_curve(project, reference):
+    """Same seed: the same initial weights and the same samples per step at any world size."""
+    edit_config(project, {"train": {"global_batch_size": 8}}, name="ws1_config.json")
+    args = ("--config", "ws1_config.json", "--max-steps", "5", "--checkpoint-dir", "ck_one")
+    recs, stderr = train(project, 1, *args)
+    assert "global batch 8 = 1 ranks x 2 x 4" in stderr
+    for step, value in losses(recs).items():
+        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
 
 
 @pytest.mark.parametrize(
-    "options, banner, accumulate",
+    "options, settings, banner",
     [
-        ({"precision": "fp16"}, "FSDP2 fp16", 1),
-        ({"cpu_offload": True}, "FSDP2 bf16 + CPU offload", 1),
-        ({"activation_checkpointing": True}, "FSDP2 bf16 + activation checkpointing", 1),
-        ({"fsdp_version": 1}, "FSDP1 bf16", 2),  # also no_sync() on the first micro-batch
+        ({"precision": "fp16"}, {}, "FSDP2 fp16"),
+        ({"cpu_offload": True}, {}, "FSDP2 bf16 + CPU offload"),
+        ({"activation_checkpointing": True}, {}, "FSDP2 bf16 + activation checkpointing"),
+        (
+            {},
+            {"fsdp": {"activation_checkpointing": "selective"}},
+            "FSDP2 bf16 + selective activation checkpointing",
+        ),
     ],
-    ids=["fp16-scaler", "cpu-offload", "activation-checkpointing", "fsdp1"],
+    ids=["fp16-scaler", "cpu-offload", "activation-checkpointing", "selective-ac"],
 )
-def test_variants_train(tmp_path, options, banner, accumulate):
-    project = make_project(tmp_path / "proj", **options)
-    config = json.loads((project / "train_config.json").read_text())
-    config["optim"]["grad_accum"] = accumulate
-    (project / "train_config.json").write_text(json.dumps(config))
+def test_variants_train(tmp_path, options, settings, banner):
+    project = make_project(tmp_path / "proj", settings=settings, **options)
     recs, stderr = train(project, 2, "--max-steps", "6")
     assert banner in stderr
+    recs = step_records(recs)
     assert [r["step"] for r in recs] == list(range(1, 7))
     assert all(math.isfinite(r["loss"]) and r["tokens_per_s"] > 0 for r in recs)
     assert recs[-1]["loss"] < recs[0]["loss"]
     assert complete(project / "checkpoints") == ["step_00000005", "step_00000006"]
 
 
-def test_starts_from_a_local_checkpoint(tmp_path):
-    """--model PATH: rank 0 reads the weights; every rank gets its shards."""
+PEAK = 1e9  # a made-up device peak, so that CPU runs report MFU
+
+
+@pytest.fixture(scope="module")
+def fsdp2_banner(project, reference, tmp_path_factory) -> tuple[str, list[dict]]:
+    """The parameter count and MFU that FSDP2 reports for the tiny model (6 steps)."""
+    edit_config(project, {"peak_flops": PEAK}, name="peak_config.json")
+    args = ("--config", "peak_config.json", "--max-steps", "3", "--no-checkpoint")
+    recs, stderr = train(project, 2, *args)
+    return stderr, step_records(recs)
+
+
+def test_fsdp1_trains_resumes_at_world_size_2_and_counts_like_fsdp2(tmp_path, fsdp2_banner):
+    """FSDP1 with accumulation (no_sync on the first micro-batch) resumes at world size 2
+    (two AdamW groups through set_state_dict), reports FSDP2's parameter count and MFU, and
+    keeps the first start's schedule when --max-steps grows."""
+    settings = {
+        "optim": {"grad_accum": 2, "decay_steps": None, "min_lr_ratio": 0.5},
+        "peak_flops": PEAK,
+    }
+    project = make_project(tmp_path / "proj", settings=settings, precision="fp32", fsdp_version=1)
+    recs, stderr = train(project, 2, "--max-steps", "6", exit_check=True)
+    assert "FSDP1 fp32" in stderr
+    first = step_records(recs)
+    assert [r["step"] for r in first] == list(range(1, 7)) and first[-1]["loss"] < first[0]["loss"]
+    assert complete(project / "checkpoints") == ["step_00000005", "step_00000006"]
+
+    recs, stderr = train(project, 2, "--max-steps", "8", exit_check=True)
+    assert "resumed from" in stderr and "(step 6, world size 2)" in stderr
+    assert "the schedule keeps its first start's length, 6 steps" in stderr
+    resumed = step_records(recs)
+    assert [r["step"] for r in resumed] == [7, 8]
+    floor = 1e-2 * 0.5  # past the schedule's end: the minimum learning rate
+    assert all(abs(r["lr"] - floor) < 1e-12 for r in resumed)
+
+    fsdp2_stderr, fsdp2_recs = fsdp2_banner
+
+    def parameters(text: str) -> str:
+        return text.split(" parameters,")[0].rsplit(" ", 1)[1]
+
+    assert parameters(stderr) == parameters(fsdp2_stderr) == "26,784"
+    # MFU / tokens/s is FLOP/token / (peak x world): equal when both count the same FLOPs.
+    ratios = {r["mfu"] / r["tokens_per_s"] for r in [*first, *fsdp2_recs]}
+    assert max(ratios) / min(ratios) < 1 + 1e-9, ratios
+
+
+def test_hsdp_on_a_2x2_mesh_trains_with_profiler_and_sinks(tmp_path):
+    """4 ranks as 2 replicas x 2 shards, a profiler window, TensorBoard and W&B (offline)
+    beside the JSON lines, and a CUDA-only switch that says it is ignored."""
+    pytest.importorskip("torch.utils.tensorboard")
+    settings = {
+        "fsdp": {"replicate": 2},
+        "profile": {"start_step": 2, "steps": 1, "memory_snapshot_steps": 2},
+        "tracking": {"tensorboard": "tb", "wandb": "fsdp-test"},
+    }
+    project = make_project(tmp_path / "proj", settings=settings, precision="fp32")
+    env = {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"}
+    if not _has("wandb"):
+        edit_config(project, {"tracking": {"tensorboard": "tb", "wandb": None}})
+    recs, stderr = train(project, 4, "--max-steps", "4", env=env, exit_check=True)
+    assert "FSDP2 fp32 + HSDP on 4 x cpu" in stderr
+    recs = step_records(recs)
+    assert [r["step"] for r in recs] == [1, 2, 3, 4] and recs[-1]["loss"] < recs[0]["loss"]
+    assert sorted(p.name for p in (project / "profile").glob("trace_*.json")) == [
+        f"trace_step2_rank{r}.json" for r in range(4)
+    ]
+    assert "memory_snapshot_steps is ignored: CUDA only" in stderr
+    assert list((project / "tb").glob("events.out.tfevents.*"))
+    if _has("wandb"):
+        assert list(tmp_path.glob("wandb/offline-run-*"))
+    # The 2 x 2 checkpoint resumes on 2 ranks (plain FSDP) with the same global batch.
+    edit_config(project, {"fsdp": {"replicate": 1}}, name="plain.json")
+    resumed, stderr = train(project, 2, "--config", "plain.json", "--max-steps", "5", env=env)
+    assert "(step 4, world size 4)" in stderr and [r["step"] for r in step_records(resumed)] == [5]
+
+
+def test_compile_per_block_trains(tmp_path):
+    """torch.compile of each block (inductor, CPU code): one rank, to bound the compile time."""
+    project = make_project(tmp_path / "proj", settings={"fsdp": {"compile": True}})
+    recs, stderr = train(project, 1, "--max-steps", "3", "--no-checkpoint")
+    assert "FSDP2 bf16 + compile on 1 x cpu" in stderr
+    recs = step_records(recs)
+    assert [r["step"] for r in recs] == [1, 2, 3] and recs[-1]["loss"] < recs[0]["loss"]
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def test_starts_from_a_local_checkpoint_each_rank_reading_its_shards(tmp_path):
+    """--model PATH: each rank reads only its rows of every tensor; a tied head stays tied."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    fields = dict(TINY_MODEL)
+    fields = dict(TINY_MODEL, tie_word_embeddings=True)
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
-        model.lm_head.weight.zero_()  # all logits 0: the first loss is exactly ln(vocab)
+        model.model.embed_tokens.weight.zero_()  # tied: all logits 0, first loss ln(vocab)
     model.save_pretrained(tmp_path / "ckpt")
     project = make_project(tmp_path / "proj", model=str(tmp_path / "ckpt"), precision="fp32")
+    edit_config(project, {"data": {"tokenizer": None}})
     recs, _ = train(project, 2, "--max-steps", "2")
-    assert abs(recs[0]["loss"] - math.log(TINY_MODEL["vocab_size"])) < 1e-5
+    assert abs(step_records(recs)[0]["loss"] - math.log(TINY_MODEL["vocab_size"])) < 1e-5
+
+
+def test_exit_path_leaves_no_gloo_thread_behind(tmp_path):
+    """The abort at exit came from Gloo threads outliving the interpreter; run the exit path
+    a few times (train, save, resume, exit) and check every rank, every time."""
+    project = make_project(tmp_path / "proj", precision="fp32")
+    for attempt in range(2):
+        steps = str(2 * (attempt + 1))
+        train(project, 2, "--max-steps", steps, "--checkpoint-every", "1", exit_check=True)
+    assert complete(project / "checkpoints")[-1] == "step_00000004"
 
 
 def test_lint_reports_nothing_on_the_generated_project(project):
@@ -304,42 +329,18 @@ def test_lint_reports_nothing_on_the_generated_project(project):
     assert report["files"] == len(files)
 
 
-def test_text_file_with_a_short_last_batch_runs_several_epochs(tmp_path):
-    """22 sequences on 2 ranks: 11 each, in batches of 4, 4 and 3 per epoch."""
+def test_text_files_with_a_short_last_batch_run_several_epochs(tmp_path):
+    """22 sequences from two files on 2 ranks: 11 each, in batches of 4, 4 and 3 per epoch."""
     project = make_project(tmp_path / "proj", precision="fp32")
     text = "the quick brown fox jumps over the lazy dog, then again. yes, yes! "
-    lines = [json.dumps({"text": f"{i:02d} {text}"}) for i in range(10)]
-    (project / "corpus.jsonl").write_text("\n".join(lines) + "\n")
-    config_path = project / "train_config.json"
-    config = json.loads(config_path.read_text())
-    config["data"].update(kind="text", path="corpus.jsonl")
-    config_path.write_text(json.dumps(config))
-    tokens = sum(len(f"{i:02d} {text}".encode()) + 1 for i in range(10))
+    docs = [f"{i:02d} {text}" for i in range(10)]
+    (project / "a.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[:5]))
+    (project / "b.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs[5:]))
+    edit_config(project, {"data": {"kind": "text", "path": "*.jsonl"}})
+    tokens = sum(len(d.encode()) + 1 for d in docs)
     assert tokens // 32 == 22
     recs, _ = train(project, 2, "--max-steps", "8", "--checkpoint-every", "0")
+    recs = step_records(recs)
     assert [r["step"] for r in recs] == list(range(1, 9))
     assert [r["epoch"] for r in recs] == [0, 0, 0, 1, 1, 1, 2, 2]
     assert recs[-1]["loss"] < recs[0]["loss"]
-
-
-def test_gradient_accumulation_matches_the_larger_micro_batch(project, reference):
-    """2 micro-batches of 2 take the same samples per rank as 1 of 4: the same training."""
-    config = json.loads((project / "train_config.json").read_text())
-    config["data"]["micro_batch"] = 2
-    config["optim"]["grad_accum"] = 2
-    (project / "accum_config.json").write_text(json.dumps(config))
-    args = ("--config", "accum_config.json", "--max-steps", "6", "--checkpoint-dir", "ck_accum")
-    recs, _ = train(project, 2, *args)
-    for step, value in losses(recs).items():
-        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])
-
-
-def test_one_rank_with_the_same_global_batch_follows_the_same_curve(project, reference):
-    """Same seed: the same initial weights and the same samples per step at any world size."""
-    config = json.loads((project / "train_config.json").read_text())
-    config["data"]["micro_batch"] = 8  # 1 rank x 8 = 2 ranks x 4
-    (project / "ws1_config.json").write_text(json.dumps(config))
-    args = ("--config", "ws1_config.json", "--max-steps", "5", "--checkpoint-dir", "ck_one")
-    recs, _ = train(project, 1, *args)
-    for step, value in losses(recs).items():
-        assert abs(value - reference[step]) < 1e-4, (step, value, reference[step])

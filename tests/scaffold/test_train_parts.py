@@ -5,8 +5,9 @@ Imported in-process (no process group needed: the sampler is given its rank and 
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
+import subprocess
 import sys
 
 import pytest
@@ -18,13 +19,30 @@ pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def train():
-    spec = importlib.util.spec_from_file_location("generated_train", TEMPLATE_DIR / "train.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules[spec.name]
+def project():
+    """The shipped project's modules (options, data, model...), imported from its folder."""
+    names = ("options", "data", "model", "checkpoint", "tracking", "train", "prepare")
+    saved = {n: sys.modules.pop(n) for n in names if n in sys.modules}
+    sys.path.insert(0, str(TEMPLATE_DIR))
+    try:
+        yield {n: importlib.import_module(n) for n in names}
+    finally:
+        sys.path.remove(str(TEMPLATE_DIR))
+        for n in names:
+            sys.modules.pop(n, None)
+        sys.modules.update(saved)
+
+
+@pytest.fixture(scope="module")
+def train(project):
+    """The sampler lives in data.py, the option checks in options.py."""
+
+    class Parts:
+        ResumableSampler = project["data"].ResumableSampler
+        load_options = staticmethod(project["options"].load_options)
+        parse_args = staticmethod(project["options"].parse_args)
+
+    return Parts
 
 
 def streams(train, n: int, world: int, epoch: int = 0, start: int = 0) -> list[list[int]]:
@@ -82,17 +100,199 @@ def test_resuming_continues_the_epoch_where_it_stopped(train, old, new):
         ({"checkpoint": {"keep": 0}}, "checkpoint.keep must be a positive integer"),
         ({"checkpoint": {"every": -1}}, "checkpoint.every must be an integer >= 0"),
         ({"optim": {"lr": 0}}, "optim.lr must be a positive number"),
+        ({"optim": {"grad_clip": 0}}, "optim.grad_clip must be a positive number, or null"),
+        ({"optim": {"grad_clip": -1}}, "optim.grad_clip must be a positive number, or null"),
+        ({"optim": {"betas": [0.9]}}, r"optim.betas must be two numbers in \[0, 1\)"),
+        ({"optim": {"min_lr_ratio": 5}}, "optim.min_lr_ratio must be a number from 0 to 1"),
         ({"fsdp": {"precision": "fp8"}}, "fsdp.precision"),
         ({"fsdp": {"version": 3}}, "fsdp.version"),
+        ({"fsdp": {"replicate": 2, "version": 1}}, "fsdp.replicate must be 1 with fsdp.version 1"),
+        ({"fsdp": {"activation_checkpointing": "some"}}, "fsdp.activation_checkpointing"),
         ({"fsdp": {"sharding": "full"}}, "unknown config keys in 'fsdp'"),
         ({"trainer": {}}, "unknown config key 'trainer'"),
+        ({"data": {"kind": "tokens"}}, "data.path must be set for data.kind 'tokens'"),
+        ({"data": {"val_fraction": 1}}, r"data.val_fraction must be a number in \[0, 1\)"),
+        ({"checkpoint": {"best": True}}, "checkpoint.best must be false when eval.every is 0"),
+        ({"train": {"global_batch_size": 0}}, "train.global_batch_size must be a positive"),
+        ({"eval": "often"}, "eval must be an object"),
     ],
 )
-def test_nonsense_config_is_refused_with_one_line(train, tmp_path, override, message):
+def test_nonsense_config_is_refused_with_one_line_naming_file_and_key(
+    train, tmp_path, override, message
+):
     path = tmp_path / "train_config.json"
     path.write_text(json.dumps(override))
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(SystemExit, match=message) as raised:
         train.load_options(train.parse_args(["--config", str(path), "--device", "cpu"]))
+    text = str(raised.value)
+    assert text.startswith(f"{path}: ") and "\n" not in text
+
+
+def test_grad_clip_null_means_no_clipping(train, tmp_path):
+    path = tmp_path / "train_config.json"
+    path.write_text(json.dumps({"optim": {"grad_clip": None}}))
+    cfg = train.load_options(train.parse_args(["--config", str(path), "--device", "cpu"]))
+    assert cfg["optim"]["grad_clip"] is None
+
+
+def test_malformed_config_names_the_line_and_column(train, tmp_path):
+    path = tmp_path / "train_config.json"
+    path.write_text('{"optim": {"lr": 0.1,}}')
+    with pytest.raises(SystemExit, match=rf"^{path}:1:22: not valid JSON"):
+        train.load_options(train.parse_args(["--config", str(path)]))
+
+
+@pytest.fixture
+def checked_main(project, monkeypatch):
+    """train.main, stopped where the process group would start: a check that lets a bad
+    value through fails the test instead of training."""
+
+    def reached(cfg):
+        raise AssertionError("the checks let it through to the process group")
+
+    monkeypatch.setattr(project["train"], "setup_distributed", reached)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    return project["train"].main
+
+
+def write_project(tmp_path, config: dict, model: dict | None = None):
+    model = model or {"model_type": "llama", "vocab_size": 256, "hidden_size": 32,
+                      "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+                      "max_position_embeddings": 64}  # fmt: skip
+    (tmp_path / "model_config.json").write_text(json.dumps(model))
+    config = {"data": {"seq_len": 32}, **config}
+    (tmp_path / "train_config.json").write_text(json.dumps(config))
+    return ["--config", str(tmp_path / "train_config.json"), "--device", "cpu"]
+
+
+@pytest.mark.parametrize(
+    "config, files, message",
+    [
+        ({"data": {"seq_len": 128}}, {}, "data.seq_len 128 exceeds the model's max_position_embeddings 64"),
+        ({"model": {"config": "missing.json"}}, {}, "model config .*missing.json not found"),
+        (
+            {"data": {"kind": "text", "path": "c.jsonl", "text_field": "txt", "seq_len": 32}},
+            {"c.jsonl": '{"text": "hello"}\n'},
+            r"c.jsonl:1: no text field 'txt' \(data.text_field in .*train_config.json\)",
+        ),
+        (
+            {"data": {"kind": "text", "path": "nothing/*.txt", "seq_len": 32}},
+            {},
+            "data.path 'nothing/\\*.txt' matches no file",
+        ),
+        (
+            {"model": {"config": None, "name_or_path": "./models/my-llama"}},
+            {},
+            "model.name_or_path ./models/my-llama: no such folder",
+        ),
+        (
+            {"model": {"config": None, "name_or_path": "models/my-llama"}},
+            {"models/readme.txt": "x"},
+            "model.name_or_path models/my-llama: no such folder",
+        ),
+        ({"checkpoint": {"dir": "blocked/ck"}}, {"blocked": "a file"}, "checkpoint.dir .*cannot write"),
+        ({"fsdp": {"replicate": 4}}, {}, "fsdp.replicate 4 does not divide the world size 2"),
+        ({"eval": {"every": 5}}, {}, "eval.every needs validation data"),
+        (
+            {"train": {"global_batch_size": 7}},
+            {},
+            "train.global_batch_size 7 is not a multiple of the world size 2",
+        ),
+        (
+            {"data": {"kind": "tokens", "path": "tok", "seq_len": 32}},
+            {"tok/x": ""},
+            "data.path 'tok' has no index.json",
+        ),
+    ],
+    ids=[
+        "seq-len", "no-model-config", "text-field", "no-files", "dot-path", "local-looking-id",
+        "checkpoint-dir", "replicate", "no-validation", "global-batch", "no-index",
+    ],
+)  # fmt: skip
+def test_bad_inputs_stop_before_any_compute(checked_main, tmp_path, config, files, message):
+    for rel, content in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(content)
+    args = write_project(tmp_path, config)
+    with pytest.raises(SystemExit, match=message) as raised:
+        checked_main(args)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") and __import__("torch").cuda.is_available(),
+    reason="this machine has CUDA",
+)
+def test_device_cuda_without_a_gpu_is_one_line(checked_main, tmp_path):
+    args = write_project(tmp_path, {})
+    args[-1] = "cuda"
+    with pytest.raises(SystemExit, match="--device cuda: no CUDA device is visible"):
+        checked_main(args)
+
+
+def test_a_bad_value_exits_2_with_one_line_and_no_traceback(tmp_path):
+    """The whole program, as a user runs it: `python train.py` with a bad value."""
+    args = write_project(tmp_path, {"optim": {"grad_clip": 0}})
+    proc = subprocess.run(
+        [sys.executable, str(TEMPLATE_DIR / "train.py"), *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"train.py: {tmp_path / 'train_config.json'}: optim.grad_clip")
+
+
+@pytest.mark.parametrize(
+    "global_batch, micro, world, expected",
+    [
+        (8, 4, 2, (4, 1)),
+        (8, 4, 1, (4, 2)),
+        (8, 4, 4, (2, 1)),
+        (12, 4, 2, (3, 2)),
+        (14, 4, 2, (1, 7)),
+    ],
+)
+def test_micro_batches_split_the_global_batch(project, global_batch, micro, world, expected):
+    size, accum = project["options"].micro_batches(global_batch, micro, world, "cfg")
+    assert (size, accum) == expected and size <= micro and size * accum * world == global_batch
+
+
+def test_token_shards_cut_sequences_within_each_shard(project, tmp_path):
+    np = pytest.importorskip("numpy")
+    shards = [np.arange(10, dtype="uint16"), np.arange(100, 107, dtype="uint16")]
+    splits = {"train": []}
+    for n, tokens in enumerate(shards):
+        tokens.tofile(tmp_path / f"train-{n}.bin")
+        splits["train"].append({"file": f"train-{n}.bin", "tokens": len(tokens)})
+    index = {"format": 1, "dtype": "uint16", "vocab_size": 256, "splits": splits}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    data = project["data"].TokenShards(tmp_path, "train", 3)
+    assert len(data) == 3 + 2
+    assert [data[i].tolist() for i in range(5)] == [
+        [0, 1, 2], [3, 4, 5], [6, 7, 8], [100, 101, 102], [103, 104, 105],
+    ]  # fmt: skip
+    assert data[0].dtype.is_floating_point is False and str(data[0].dtype) == "torch.int64"
+
+
+def test_validation_split_holds_out_the_last_sequences(project):
+    data = project["data"]
+    train_part, val_part = data.split_off(list(range(100)), 0.05)
+    assert list(train_part) == list(range(95)) and list(val_part) == list(range(95, 100))
+
+
+def test_prepare_cuts_jsonl_at_line_starts(project, tmp_path):
+    prepare = project["prepare"]
+    path = tmp_path / "c.jsonl"
+    lines = [json.dumps({"text": "x" * n}) + "\n" for n in range(1, 40)]
+    path.write_text("".join(lines))
+    pieces = prepare.pieces(path, 100)
+    assert len(pieces) > 3 and pieces[0][1] == 0 and pieces[-1][2] == path.stat().st_size
+    starts = {0}
+    for line in lines:
+        starts.add(max(starts) + len(line.encode()))
+    assert all(a in starts and b in starts for _, a, b in pieces)
+    docs = [d for p in pieces for d in prepare.documents(*p, "text")]
+    assert docs == ["x" * n for n in range(1, 40)]
 
 
 def test_missing_config_is_refused(train, tmp_path):

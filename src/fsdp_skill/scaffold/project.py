@@ -35,7 +35,7 @@ OPTION_NAMES = (
 )
 REQUIRES = {"torch": ">=2.6", "transformers": ">=5"}
 """What the written project needs to run: ``fully_shard`` and its policies are public in
-``torch.distributed.fsdp`` since 2.6 (symbols.toml); train.py refuses transformers < 5, whose
+``torch.distributed.fsdp`` since 2.6 (symbols.toml); model.py refuses transformers < 5, whose
 weight initialisation leaves meta-device rotary buffers empty. The tests derive both from
 train.py."""
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
