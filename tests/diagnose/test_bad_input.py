@@ -28,6 +28,16 @@ def test_empty_folder_is_bad_usage(tmp_path):
     assert result.out == ""
 
 
+def test_hidden_folders_under_a_log_folder_are_not_read(tmp_path):
+    logs = tmp_path / "logs"
+    write_nccl(logs, 2, Fault("none"))
+    write_nccl(logs / ".git" / "objects", 3, Fault("none"))
+    report = hang([str(logs)])
+    read = sorted(Path(i["path"]).name for i in report["inputs"])
+    assert read == ["nccl-rank0.log", "nccl-rank1.log"]
+    assert report["ranks"] == 2
+
+
 def test_missing_path_and_no_path(tmp_path):
     with pytest.raises(UsageError, match="no such file"):
         hang([str(tmp_path / "nope.log")])

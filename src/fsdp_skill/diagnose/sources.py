@@ -35,8 +35,18 @@ def rank_from_path(path: Path, trailing_number: bool = False) -> tuple[int | Non
     return None, True
 
 
+def _visible_files(folder: Path) -> list[Path]:
+    """The files under ``folder``, hidden files and folders (``.git``, ``.cache``) left out."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(root) / name for name in names if not name.startswith(".")]
+    return found
+
+
 def expand(paths: list[str], roots: Roots | None = None) -> tuple[list[Path], list[str]]:
-    """Every regular file under ``paths`` (folders walked, sorted) and problems with the paths.
+    """Every regular file under ``paths`` (folders walked, sorted, hidden entries skipped) and
+    problems with the paths.
 
     With ``roots``, a path or a file found in a folder that ``roots.admit`` refuses is a
     problem, not an input.
@@ -50,12 +60,7 @@ def expand(paths: list[str], roots: Roots | None = None) -> tuple[list[Path], li
         if roots is not None and not roots.contains(path):
             problems.append(f"{path}: outside the client's roots")
         elif path.is_dir():
-            found = sorted(
-                Path(root) / name
-                for root, _, names in os.walk(path)
-                for name in names
-                if not name.startswith(".")
-            )
+            found = sorted(_visible_files(path))
             if roots is not None:  # before anything looks at what a link points to
                 problems += [f"{f}: {NOT_READ}" for f in found if not roots.contains(f)]
                 found = [f for f in found if roots.contains(f)]
