@@ -27,6 +27,10 @@ PUBLISHED: dict[str, list[str]] = {
         " unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1",
         "ncclSystemError: System call (socket, malloc, munmap, etc) failed",
     ],
+    "nccl-nvml-library-missing": [
+        "[2025-06-12 16:57:52] gpu0301:842624:842643 [0] misc/nvmlwrap.cc:74 NCCL WARN Failed to "
+        "open libnvidia-ml.so.1",
+    ],
     "nccl-internal-error": [
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
         "ProcessGroupNCCL.cpp:1333, internal error - please report this issue to the NCCL "
@@ -140,6 +144,10 @@ PUBLISHED: dict[str, list[str]] = {
         "UserWarning: Attempted to get default timeout for nccl backend, but NCCL support is not "
         "compiled",
     ],
+    "global-rank-as-device-index": [
+        "torch._C._cuda_setDevice(device)",
+        "RuntimeError: CUDA error: invalid device ordinal",
+    ],
     "launcher-env-not-set": [
         # https://github.com/chenbinghui1/DSL/issues/28 (the issue's title)
         "KeyError: 'RANK'",
@@ -198,6 +206,15 @@ NEAR_MISSES: dict[str, list[str]] = {
     ],
     "mixed-precision-dtype-mismatch": ["expected scalar type"],
     "nccl-invalid-usage": ["RuntimeError: NCCL Error 2: unhandled system error"],
+    "global-rank-as-device-index": [
+        "RuntimeError: CUDA error: invalid device function",
+        "torch.cuda.set_device(local_rank): device ordinal 3 of 8 visible GPUs",
+    ],
+    "nccl-nvml-library-missing": [
+        # https://github.com/NVIDIA/nccl-tests/issues/14: an IB library NCCL may do without
+        "e66aa18dc444:3171:3171 [0] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]",
+        "NCCL INFO Loaded NVML from libnvidia-ml.so.1",
+    ],
     "rank-killed-by-signal": [
         "  exitcode  : 1 (pid: 3669031)",
         "  exitcode  : -15 (pid: 11101)  (SIGTERM)",

@@ -203,6 +203,39 @@ def test_the_deciding_detail_wins_over_the_generic_family():
     ]
 
 
+def test_nccl_system_error_with_a_missing_nvml_is_explained_as_that():
+    # the log lines of https://github.com/NVIDIA/nccl-tests/issues/320, shortened
+    text = (
+        "[2025-06-12 16:57:52] gpu0301:842624:842643 [0] misc/nvmlwrap.cc:74 NCCL WARN Failed to "
+        "open libnvidia-ml.so.1\n"
+        "gpu0301:842624:842643 [0] NCCL INFO misc/nvmlwrap.cc:200 -> 2\n"
+        "gpu0301: Test NCCL failure common.cu:1119 'unhandled system error (run with "
+        "NCCL_DEBUG=INFO for details) / '\n"
+    )
+    matches = explain(text)["matches"]
+    assert [m["id"] for m in matches][:2] == [
+        "nccl-nvml-library-missing",
+        "nccl-unhandled-system-error",
+    ]
+    assert matches[1]["detail"] == "NCCL warned, line 1: Failed to open libnvidia-ml.so.1"
+
+
+def test_a_generic_nccl_error_quotes_the_warning_of_the_failing_call():
+    old_format = (  # NCCL 2.3, https://github.com/NVIDIA/nccl-tests/issues/14
+        "NCCL failure common.cu:874 'unhandled system error'\n"
+        "e66aa18dc444:3171:3171 [0] misc/ibvwrap.cu:61 WARN Failed to open libibverbs.so[.1]\n"
+        "e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address "
+        "family not supported by protocol\n"
+    )
+    detail = explain(old_format)["matches"][0]["detail"]
+    # the verbs library is optional (NCCL falls back to sockets): the socket failure decides
+    assert detail == (
+        "NCCL warned, line 3: Socket creation failed : Address family not supported by protocol"
+    )
+    no_warning = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled system error"
+    assert "detail" not in explain(no_warning)["matches"][0]
+
+
 def _fixture_log(case: str) -> str:
     from tests.diagnose.capture import FIXTURES
 

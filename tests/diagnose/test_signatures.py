@@ -8,6 +8,8 @@ the error line as published in the issue named by the pitfall's ``signature_sour
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fsdp_skill import knowledge
@@ -86,6 +88,19 @@ def test_every_documented_signature_matches_published_text(pitfall):
             f"{pitfall.id}: {signature!r} matches none of the published lines"
         )
     assert explain("\n".join(lines))["matches"][0]["id"] == pitfall.id
+
+
+@pytest.mark.parametrize("pitfall", knowledge.pitfalls(), ids=lambda p: p.id)
+def test_signatures_hold_no_characters_that_normalising_removes(pitfall):
+    """Quotes and backticks are dropped from the text before matching, so a signature that
+    holds one can never match."""
+    for signature in pitfall.signatures:
+        assert not _REMOVED.search(signature), (
+            f"{pitfall.id}: {signature!r} holds a quote or backtick; write it without"
+        )
+
+
+_REMOVED = re.compile("[`'\"\u2018\u2019\u201c\u201d]")
 
 
 @pytest.mark.parametrize("pitfall_id", sorted(NEAR_MISSES))

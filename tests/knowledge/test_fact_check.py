@@ -16,6 +16,7 @@ import pytest
 
 from fsdp_skill import knowledge
 from fsdp_skill.bundle_files import BUNDLE_DIR
+from fsdp_skill.diagnose.matching import signature_matches
 from tests.distributed import run_ranks
 
 torch = pytest.importorskip("torch")
@@ -109,7 +110,7 @@ def test_cpu_gradients_need_a_cpu_backend_to_clip(observed):
     message = observed["clip_cpu_grads_without_cpu_backend"]
     assert message == "RuntimeError: No backend type associated with device type cpu"
     pitfall = knowledge.pitfall("cpu-tensor-on-nccl-group")
-    assert any(sig.search(message) for sig in pitfall.compiled_signatures())
+    assert any(signature_matches(sig, message) for sig in pitfall.signatures)
     for text in (_guide("cpu-offload"), _skill()):
         assert '"cpu:gloo,cuda:nccl"' in text
         assert "No backend type associated with device type cpu" in text

@@ -2,7 +2,8 @@
 
 A collective mismatch names the ops, shapes and ranks on each side; a torchrun failure summary
 points at the root-cause rank and, when the same text holds it, that rank's own error; a
-watchdog timeout says which collective, sequence number and ranks timed out.
+watchdog timeout says which collective, sequence number and ranks timed out; a generic NCCL
+error code quotes the warning NCCL printed about the call that failed.
 """
 
 from __future__ import annotations
@@ -148,10 +149,30 @@ def watchdog_timeout(norm: Normalized) -> str:
     return text
 
 
+# --- NCCL's own warning behind a generic NCCL error code -----------------------------------
+_NCCL_WARN = re.compile(r"(?:\bNCCL|\.\w{1,3}:\d{1,6}) WARN ([^\n]{1,300})")
+"""``misc/nvmlwrap.cc:74 NCCL WARN …``; NCCL 2.3 and older print ``include/socket.h:311 WARN …``."""
+_HARMLESS_WARN = ("Failed to open libibverbs",)
+"""Warnings NCCL prints on healthy set-ups too (no InfiniBand verbs library: it uses sockets)."""
+
+
+def nccl_warning(norm: Normalized) -> str:
+    """``NCCL warned, line 12: Failed to open libnvidia-ml.so.1`` (the failing call's message)."""
+    for m in _NCCL_WARN.finditer(norm.by_line):
+        said = m.group(1).strip()
+        if said and not said.startswith(_HARMLESS_WARN):
+            return f"NCCL warned, line {norm.line_at(m.start()) + 1}: {said}"
+    return ""
+
+
 _DETAILS: dict[str, Callable[[Normalized], str]] = {
     "collective-mismatch": collective_mismatch,
     "elastic-child-failed": child_failed,
     "nccl-watchdog-timeout": watchdog_timeout,
+    "nccl-unhandled-system-error": nccl_warning,
+    "nccl-internal-error": nccl_warning,
+    "nccl-invalid-usage": nccl_warning,
+    "nccl-unhandled-cuda-error": nccl_warning,
 }
 
 

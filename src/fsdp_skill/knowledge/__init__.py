@@ -80,10 +80,6 @@ class Pitfall:
     """The language of ``bad`` and ``good``: ``python``, or ``yaml``/``json`` for a config."""
     extra: dict = field(default_factory=dict, compare=False)
 
-    def compiled_signatures(self) -> list[re.Pattern[str]]:
-        """The signatures as ``explain`` compiles them (they match its normalised text)."""
-        return [re.compile(s, re.MULTILINE | re.IGNORECASE) for s in self.signatures]
-
 
 @dataclass(frozen=True)
 class EnvVar:
