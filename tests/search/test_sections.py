@@ -109,3 +109,28 @@ def test_parts_of_a_long_page_are_found_and_shown(bundle):
     assert top["id"] == "web-run#running-jobs/several-nodes/rendezvous-timeouts"
     assert show(top["id"], bundle=bundle)["text"].startswith("#### Rendezvous timeouts")
     assert "### Single node" in show("web-run#running-jobs", bundle=bundle)["text"]
+
+
+def test_tags_are_searched_but_never_shown():
+    page = (
+        "# Pitfalls\n\n| pitfall |\n|---|\n\n## nic-count-differs\n\n"
+        "<!-- search: multi-NIC, bonded interfaces -->\n\n"
+        "**Interface lists differ between hosts** — error, setup; torch >=2.0\n\n"
+        "**Symptom.** The rendezvous hangs.\n"
+    )
+    pitfall = next(
+        s for s in sections.pitfall_sections("references/pitfalls.md", page) if s.kind == "pitfall"
+    )
+    assert "multi-NIC bonded interfaces" in pitfall.headings
+    assert pitfall.text.startswith("## nic-count-differs\n\n**Interface lists")
+    guide = "# Launching\n\n<!-- search: srun, sbatch -->\n\nHow jobs start.\n\n## Nodes\n\nText.\n"
+    intro, nodes = sections.guide_sections("launch", "references/launch.md", guide)
+    assert intro.page_title == "Launching srun sbatch" and "<!--" not in intro.text
+    assert nodes.page_title == "Launching"
+
+
+def test_a_pitfall_is_found_by_a_word_only_its_tags_hold():
+    # "multi-NIC" is in no reference text: only gloo-socket-ifname-mismatch's tags say it
+    assert search("multi-NIC", k=1)["results"][0]["id"] == "pitfall:gloo-socket-ifname-mismatch"
+    shown = show("pitfall:gloo-socket-ifname-mismatch")["text"]
+    assert "<!--" not in shown

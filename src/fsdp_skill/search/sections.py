@@ -31,6 +31,8 @@ _SKIPPED_HEADINGS = {"contents", "table of contents"}
 _URL = re.compile(r"\((https?://[^)\s]+)\)|<(https?://[^>\s]+)>|(?<![(<])(https?://[^\s)>|]+)")
 _TABLE_ROW = re.compile(r"^\|(.+)\|\s*$")
 _COMMENT = re.compile(r"^<!--.*-->\s*$")
+_SEARCH_WORDS = re.compile(r"^<!-- search: ([^\n]{0,4000}?) -->[ \t]*\n(?:[ \t]*\n)?", re.MULTILINE)
+"""The ``tags`` of a guide or pitfall, as ``render`` writes them: indexed, never shown."""
 _BOLD_LINE = re.compile(r"^\*\*([^*\n]{2,80}?)\*\*:?\s*$")
 _LINK_MARKUP = re.compile(r"!?\[[^\]]*\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _HEADING_LINE = re.compile(r"^#{1,6}\s.*$", re.MULTILINE)
@@ -135,6 +137,12 @@ def _clean(text: str) -> str:
     return "\n".join(kept).strip() + "\n"
 
 
+def _search_words(text: str) -> tuple[str, str]:
+    """``text`` without its search-words comments, and the words they hold."""
+    words = " ".join(m.group(1).replace(",", " ") for m in _SEARCH_WORDS.finditer(text))
+    return _SEARCH_WORDS.sub("", text), " ".join(words.split())
+
+
 def _sub_headings(text: str, level: int = 2) -> str:
     return " ".join(title for _, lvl, title in markdown.headings(text) if lvl > level)
 
@@ -150,11 +158,13 @@ def guide_sections(stem: str, rel: str, text: str, kind: str = "guide") -> Itera
     """The intro and the ``##`` sections of a guide-like page."""
     title = _page_title(text) or stem
     intro, parts = _split_h2(text)
+    intro, words = _search_words(intro)
+    page = f"{title} {words}".strip()
     page_url = first_url(intro)
     intro_text = _clean(intro)
     if intro_text.strip():
         yield Section(
-            stem, title, rel, page_url, intro_text, title, "", kind, symptom=_what_you_see(intro)
+            stem, title, rel, page_url, intro_text, page, "", kind, symptom=_what_you_see(intro)
         )
     seen: dict[str, int] = {}
     for heading, body in parts:
@@ -185,6 +195,7 @@ def pitfall_sections(rel: str, text: str) -> Iterator[Section]:
         title = _page_title(text) or "Pitfalls"
         yield Section("pitfalls", title, rel, "", _clean(intro), title, "", INDEX_KIND)
     for heading, body in parts:
+        body, words = _search_words(body)
         bold = re.search(r"^\*\*(.+?)\*\*", body, re.MULTILINE)
         title = bold.group(1) if bold else heading
         docs = re.search(r"^Docs:.*$", body, re.MULTILINE)
@@ -196,7 +207,7 @@ def pitfall_sections(rel: str, text: str) -> Iterator[Section]:
             url,
             body,
             "FSDP pitfalls",
-            heading,
+            f"{heading} {words}".strip(),
             "pitfall",
             symptom=_symptom(body),
         )
