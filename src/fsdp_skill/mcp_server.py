@@ -347,11 +347,58 @@ def build_server(extra_roots: Sequence[Path] = ()):
             Literal["bf16", "fp16", "fp32"], Field(description="Compute/parameter precision.")
         ] = "bf16",
         optimizer: Annotated[
-            Literal["adamw", "sgd"], Field(description="Optimizer (sets its state size).")
+            Literal["adamw", "adam", "sgd", "sgd-nomomentum"],
+            Field(description="Optimizer (sets its state size)."),
         ] = "adamw",
         activation_checkpointing: Annotated[
             bool, Field(description="Compare only strategies with activation checkpointing.")
         ] = False,
+        reduce_dtype: Annotated[
+            Literal["fp32", "bf16", "fp16"] | None,
+            Field(description="Gradient reduce-scatter dtype [fp32]."),
+        ] = None,
+        attention: Annotated[
+            Literal["sdpa", "eager"] | None, Field(description="Attention kernel [sdpa].")
+        ] = None,
+        headroom: Annotated[
+            float | None, Field(ge=0, lt=1, description="Fraction of GPU memory kept free [0.1].")
+        ] = None,
+        bandwidth: Annotated[
+            str | None, Field(max_length=32, description="Bus bandwidth within a node: '150GB/s'.")
+        ] = None,
+        inter_node_bandwidth: Annotated[
+            str | None, Field(max_length=32, description="Between nodes: '400Gbps', '25GB/s'.")
+        ] = None,
+        interconnect: Annotated[
+            Literal["nvlink", "pcie"] | None,
+            Field(description="Default intra-node bandwidth when bandwidth is not given."),
+        ] = None,
+        network: Annotated[
+            Literal["infiniband", "ethernet"] | None,
+            Field(
+                description="Default inter-node bandwidth when inter_node_bandwidth is not given."
+            ),
+        ] = None,
+        cpu_memory: Annotated[
+            str | None,
+            Field(
+                max_length=32, description="CPU memory per node, e.g. '1TB', to check offloading."
+            ),
+        ] = None,
+        mfu: Annotated[
+            float | None, Field(gt=0, le=1, description="Fraction of peak FLOP/s reached [0.4].")
+        ] = None,
+        gpu_flops: Annotated[
+            str | None, Field(max_length=32, description="Peak per GPU: '989TFLOPS' [H100 SXM].")
+        ] = None,
+        cpu_adam_rate: Annotated[
+            str | None,
+            Field(max_length=32, description="CPU AdamW parameters/s per rank with offload."),
+        ] = None,
+        lora_rank: Annotated[
+            int | None,
+            Field(ge=0, le=65_536, description="Plan LoRA adapters of this rank on a frozen base."),
+        ] = None,
         roots: Annotated[ListRootsResult | None, Resolve(ask_roots_for_config)] = None,
     ) -> out["plan"]:  # type: ignore[valid-type]
         """Per-GPU memory and communication of each FSDP strategy, and a recommendation."""
@@ -368,10 +415,23 @@ def build_server(extra_roots: Sequence[Path] = ()):
             "optimizer": optimizer,
             "activation_checkpointing": activation_checkpointing,
         }
-        if seq_len is not None:
-            options["seq_len"] = seq_len
-        if micro_batch is not None:
-            options["micro_batch"] = micro_batch
+        optional = {
+            "seq_len": seq_len,
+            "micro_batch": micro_batch,
+            "reduce_dtype": reduce_dtype,
+            "attention": attention,
+            "headroom": headroom,
+            "bandwidth": bandwidth,
+            "inter_node_bandwidth": inter_node_bandwidth,
+            "interconnect": interconnect,
+            "network": network,
+            "cpu_memory": cpu_memory,
+            "mfu": mfu,
+            "gpu_flops": gpu_flops,
+            "cpu_adam_rate": cpu_adam_rate,
+            "lora_rank": lora_rank,
+        }
+        options.update({key: value for key, value in optional.items() if value is not None})
         if isinstance(config_path, dict):
             if len(json.dumps(config_path)) > MAX_TEXT:
                 raise ToolError(f"model_config: larger than {MAX_TEXT} characters")

@@ -34,6 +34,18 @@ EXPECTED_ARGS = {
         "precision",
         "optimizer",
         "activation_checkpointing",
+        "reduce_dtype",
+        "attention",
+        "headroom",
+        "bandwidth",
+        "inter_node_bandwidth",
+        "interconnect",
+        "network",
+        "cpu_memory",
+        "mfu",
+        "gpu_flops",
+        "cpu_adam_rate",
+        "lora_rank",
     },
     "explain": {"text"},
     "hang": {"paths"},
@@ -187,6 +199,39 @@ def test_plan_matches_the_library(session, workspace: Path):
         session.call("plan", {"model_config": inline, "gpus": 8, "gpu_memory": "80GB"})
     )
     assert by_content["model"]["params"] == by_file["model"]["params"]
+
+
+def test_plan_has_every_option_of_the_command():
+    from fsdp_skill.cli import plan_command
+
+    command = {p.name for p in plan_command.params} - {"as_json", "torch_version"}
+    renamed = {"model_id": "model"}  # the CLI's --model is the tool's model
+    assert {renamed.get(name, name) for name in command} == EXPECTED_ARGS["plan"]
+
+
+def test_plan_takes_the_options_of_the_command(session):
+    needs("fsdp_skill.plan")
+    from fsdp_skill.plan import plan
+
+    args = {
+        "params": "70B",
+        "gpus": 16,
+        "nodes": 2,
+        "gpu_memory": "80GB",
+        "cpu_memory": "512GB",
+        "mfu": 0.3,
+        "gpu_flops": "989TFLOPS",
+        "headroom": 0.05,
+        "network": "ethernet",
+        "reduce_dtype": "bf16",
+        "lora_rank": 16,
+        "optimizer": "adam",
+    }
+    result = structured(session.call("plan", args))
+    assert result == plan(**args)
+    assert result != plan(**{k: v for k, v in args.items() if k not in ("lora_rank", "mfu")})
+    bad = session.call("plan", {**args, "mfu": 1.5})
+    assert bad.is_error
 
 
 def test_plan_needs_exactly_one_model_source(session):
