@@ -82,6 +82,10 @@ def test_python_dash_m_uses_the_same_guard():
     assert (done.returncode, done.stderr) == (130, "fsdp-skill: interrupted\n")
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("args", [["explain", "-"], ["lint", "-"], ["mcp"]])
 def test_a_real_sigint_while_waiting_on_stdin(args):
     proc = subprocess.Popen(
@@ -91,6 +95,9 @@ def test_a_real_sigint_while_waiting_on_stdin(args):
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        # a runner started in the background hands its children SIGINT ignored; Python then
+        # keeps it ignored, and the test would measure the runner, not the command
+        preexec_fn=_default_sigint,
     )
     time.sleep(3)  # started and blocked reading stdin
     assert proc.poll() is None, proc.communicate()
