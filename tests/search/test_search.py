@@ -271,3 +271,33 @@ def test_british_and_american_spellings_find_each_other():
     assert spelling_variant("size") == spelling_variant("rise") == ""  # not an -ise ending
     terms = query_terms("how to initialize weights after sharding")
     assert {"initialize", "initialise"} <= set(terms)
+
+
+def test_an_acronym_is_not_an_identifier_the_question_names():
+    from fsdp_skill.search import rank
+    from fsdp_skill.search.tokens import query_identifiers
+
+    assert not query_identifiers("FSDP hangs with NCCL on CUDA")
+    assert {"fsdpmodule", "shardedgradscaler"} <= query_identifiers(
+        "FSDPModule with ShardedGradScaler"
+    )
+
+    def score(query: str, title: str) -> float:
+        row = (1, "x#a", title, "references/x.md", "", "guide", 0, 0, 0, -10.0)
+        return rank.rerank([row], query, query_terms(query), 1)[0][-1]
+
+    # an acronym in capitals weighs what it weighs in lower case: no name boost
+    assert score("FSDP job stuck", "Memory under FSDP") == score(
+        "fsdp job stuck", "Memory under FSDP"
+    )
+    # a CamelCase name still pulls up the section titled by it
+    assert score("FSDPModule job", "torch.distributed.fsdp.FSDPModule") > score(
+        "fsdpmodule job", "torch.distributed.fsdp.FSDPModule"
+    )
+
+
+def test_gpus_named_by_count_or_position_are_gpus_and_stuck_stays_a_hang():
+    assert "other gpus" in query_terms("其余卡没有显存占用")
+    assert "gpu" in query_terms("每张卡使用显存相差较多")
+    stuck = query_terms("训练卡住")
+    assert "hang" in stuck and not {"gpu", "gpus"} & set(stuck)

@@ -178,12 +178,17 @@ def message_phrases(query: str) -> list[str]:
     return phrases
 
 
+def _is_camel(name: str) -> bool:
+    """``FSDPModule``, ``ShardedGradScaler``: mixed case inside the name, not an acronym."""
+    return len(name) > 3 and name[1:] != name[1:].lower() and name != name.upper()
+
+
 def query_identifiers(query: str) -> set[str]:
     """Code names the query spells out (``fully_shard``, ``FSDPModule``), lower-cased."""
     names: set[str] = set()
     for match in _IDENT.finditer(query):
         name = match.group(0)
-        if "_" in name or "." in name or (name[1:] != name[1:].lower() and len(name) > 3):
+        if "_" in name or "." in name or _is_camel(name):  # not an acronym (NCCL)
             names.add(name.lower())
             names.add(name.rsplit(".", 1)[-1].lower())
     return names
