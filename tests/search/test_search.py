@@ -171,6 +171,12 @@ def test_english_glossary_words_weigh_less_than_the_words_asked():
     assert frozen["frozen"] == ASKED and frozen["hang"] == STAND_IN < ASKED
     assert weighted_terms("训练卡住")["hang"] == ASKED  # Chinese: the question's own words
     assert "hang" in query_terms("training stucks at step 3")  # inflections find the term
+    # the references say both "hangs" and "is stuck": each word finds the other
+    assert (
+        weighted_terms("the job hung")["stuck"] == weighted_terms("it hangs")["stuck"] == STAND_IN
+    )
+    assert weighted_terms("stuck at init")["hang"] == STAND_IN
+    assert "stuck" not in weighted_terms("frozen parameters of the base model")
 
 
 def test_version_history_sections_answer_version_questions(bundle):

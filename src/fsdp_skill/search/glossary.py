@@ -333,10 +333,11 @@ CJK_TERMS: dict[str, str] = dict(sorted(_CJK.items(), key=lambda kv: -len(kv[0])
 """Chinese term -> index words, longest term first."""
 
 ENGLISH_TERMS: dict[str, str] = {
+    "hang": "stuck",
     "stuck": "hang",
-    "hangs": "hang",
-    "hanging": "hang",
-    "hung": "hang",
+    "hangs": "hang stuck",
+    "hanging": "hang stuck",
+    "hung": "hang stuck",
     "freeze": "hang",
     "freezes": "hang",
     "frozen": "hang",
