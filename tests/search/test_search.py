@@ -307,3 +307,14 @@ def test_gpus_named_by_count_or_position_are_gpus_and_stuck_stays_a_hang():
     assert "gpu" in query_terms("每张卡使用显存相差较多")
     stuck = query_terms("训练卡住")
     assert "hang" in stuck and not {"gpu", "gpus"} & set(stuck)
+
+
+def test_words_that_only_narrate_are_not_search_terms():
+    # "tries" would match "Tried to allocate" in every out-of-memory symptom
+    terms = query_terms("training hangs when the program tries to save the model")
+    assert "tries" not in terms and {"save", "hangs"} <= set(terms)
+    assert "attempting" not in query_terms("I encountered this when attempting a resume")
+    # an error message keeps them: it is matched as the phrase it is
+    assert "attempting to unscale fp16 gradients" in query_terms(
+        "ValueError: Attempting to unscale FP16 gradients."
+    )

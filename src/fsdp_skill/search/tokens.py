@@ -32,7 +32,9 @@ STOP_WORDS = frozenset(
     those to too under up use used uses using very via want was way we were what when where
     which while who why will with without would you your yet again please help does anyone
     still instead work works working happen happens problem problems issue issues question
-    questions bug bugs sure hi hello thanks thank know wonder wondering kindly""".split()
+    questions bug bugs sure hi hello thanks thank know wonder wondering kindly try tries tried
+    trying attempt attempts attempted attempting seem seems seemed encounter encountered
+    encountering meet met however because like possible""".split()
 )
 """English words too common in questions to say what a question is about."""
 
