@@ -318,3 +318,28 @@ def test_words_that_only_narrate_are_not_search_terms():
     assert "attempting to unscale fp16 gradients" in query_terms(
         "ValueError: Attempting to unscale FP16 gradients."
     )
+
+
+def test_a_vague_failure_question_gets_the_triage_before_one_specific_pitfall():
+    from fsdp_skill.search import rank
+
+    def row(rowid, sid, title, kind, bm25):
+        return (rowid, sid, title, "references/x.md", "", kind, 0, 0, 1, bm25)
+
+    rows = [
+        row(1, "pitfall:nccl-system-error", "NCCL unhandled system error", "pitfall", -11.0),
+        row(2, "debugging#nccl-errors", "When NCCL fails", "guide", -10.0),
+    ]
+
+    def first(query: str) -> str:
+        return rank.rerank(rows, query, query_terms(query), 2)[0][1]
+
+    assert rank.specific_words(query_terms("NCCL error on multi-GPU training")) == set()
+    assert first("NCCL error on multi-GPU training") == "debugging#nccl-errors"
+    assert first("多机多卡训练报错") == "debugging#nccl-errors"
+    # a question that names more than the setting and the failure is about that cause
+    assert first("NCCL error: unhandled system error on multi-GPU training") == (
+        "pitfall:nccl-system-error"
+    )
+    # and a question that asks how, not what went wrong, is not a triage question
+    assert first("NCCL on multi-GPU training") == "pitfall:nccl-system-error"
