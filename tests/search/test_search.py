@@ -343,3 +343,34 @@ def test_a_vague_failure_question_gets_the_triage_before_one_specific_pitfall():
     )
     # and a question that asks how, not what went wrong, is not a triage question
     assert first("NCCL on multi-GPU training") == "pitfall:nccl-system-error"
+
+
+def test_a_pitfalls_tags_do_not_outweigh_a_section_that_explains(bundle):
+    from fsdp_skill.knowledge import Pitfall
+    from fsdp_skill.skill import render
+
+    refs = bundle / "references"
+    tagged = Pitfall(
+        id="ranks-hang-in-barrier",
+        title="Ranks hang in a barrier",
+        severity="error",
+        category="hang",
+        symptom="Every rank waits in a barrier forever.",
+        cause="One rank skipped it.",
+        fix="Call the barrier on every rank.",
+        bad="x = 1",
+        good="x = 2",
+        links=("https://docs.pytorch.org/docs/stable/distributed.html",),
+        torch=">=2.0",
+        path=refs,
+        tags=("save", "checkpoint", "resume"),
+    )
+    (refs / "pitfalls.md").write_text(render.render_pitfalls((tagged,)))
+    page = refs / "fsdp2.md"
+    page.write_text(
+        page.read_text() + "\n## Writing state to disk\n\nSave a checkpoint with `dcp.save`: every "
+        "rank saves its own shards, and a resume loads the checkpoint the same way.\n"
+    )
+    assert _ids("save and resume a checkpoint", bundle)[0] == "fsdp2#writing-state-to-disk"
+    # the tags are still searched: a question in their words alone finds the pitfall
+    assert "pitfall:ranks-hang-in-barrier" in _ids("barrier hang on resume", bundle)

@@ -24,9 +24,11 @@ import re
 
 from fsdp_skill.search.tokens import content_words, query_identifiers, title_identifiers
 
-WEIGHTS = (8.0, 3.0, 3.0, 0.5, 0.5, 0.5, 1.0)
-"""BM25 weights of the title, page title, sub-headings, identifier words, prose, code and a
-pitfall's symptom (what the user sees)."""
+WEIGHTS = (8.0, 3.0, 0.5, 0.5, 0.5, 0.25, 1.0)
+"""BM25 weights of the title, page title, sub-headings (and a pitfall's tags), identifier
+words, prose, code and a pitfall's symptom (what the user sees). Sub-headings weigh like
+prose: a long section's parts are searched under their own titles already, and tags list
+every word a topic touches."""
 SYMPTOM_WEIGHT = 6.0
 """The symptom column's weight for a question that describes a failure: there what the user
 saw says more than any title."""
