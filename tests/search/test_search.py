@@ -345,24 +345,16 @@ def test_a_vague_failure_question_gets_the_triage_before_one_specific_pitfall():
     assert first("NCCL on multi-GPU training") == "pitfall:nccl-system-error"
 
 
-def test_a_pitfalls_tags_do_not_outweigh_a_section_that_explains(bundle):
-    from fsdp_skill.knowledge import Pitfall
+def test_a_pitfalls_tags_do_not_outweigh_a_section_that_explains(bundle, make_pitfall):
     from fsdp_skill.skill import render
 
     refs = bundle / "references"
-    tagged = Pitfall(
-        id="ranks-hang-in-barrier",
-        title="Ranks hang in a barrier",
-        severity="error",
-        category="hang",
-        symptom="Every rank waits in a barrier forever.",
-        cause="One rank skipped it.",
-        fix="Call the barrier on every rank.",
-        bad="x = 1",
-        good="x = 2",
-        links=("https://docs.pytorch.org/docs/stable/distributed.html",),
-        torch=">=2.0",
-        path=refs,
+    tagged = make_pitfall(
+        refs,
+        "ranks-hang-in-barrier",
+        "Ranks hang in a barrier",
+        "Every rank waits in a barrier forever.",
+        "hang",
         tags=("save", "checkpoint", "resume"),
     )
     (refs / "pitfalls.md").write_text(render.render_pitfalls((tagged,)))
