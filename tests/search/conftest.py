@@ -46,7 +46,9 @@ def _guide(path: Path) -> Guide:
     )
 
 
-def _pitfall(path: Path, pid: str, title: str, symptom: str, category: str) -> Pitfall:
+def _pitfall(
+    path: Path, pid: str, title: str, symptom: str, category: str, tags: tuple[str, ...] = ()
+) -> Pitfall:
     return Pitfall(
         id=pid,
         title=title,
@@ -60,7 +62,14 @@ def _pitfall(path: Path, pid: str, title: str, symptom: str, category: str) -> P
         links=("https://docs.pytorch.org/docs/stable/distributed.html",),
         torch=">=2.0",
         path=path,
+        tags=tags,
     )
+
+
+@pytest.fixture
+def make_pitfall():
+    """The fixture bundle's pitfall maker, for tests that render pitfalls of their own."""
+    return _pitfall
 
 
 @pytest.fixture

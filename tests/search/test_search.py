@@ -171,6 +171,12 @@ def test_english_glossary_words_weigh_less_than_the_words_asked():
     assert frozen["frozen"] == ASKED and frozen["hang"] == STAND_IN < ASKED
     assert weighted_terms("训练卡住")["hang"] == ASKED  # Chinese: the question's own words
     assert "hang" in query_terms("training stucks at step 3")  # inflections find the term
+    # the references say both "hangs" and "is stuck": each word finds the other
+    assert (
+        weighted_terms("the job hung")["stuck"] == weighted_terms("it hangs")["stuck"] == STAND_IN
+    )
+    assert weighted_terms("stuck at init")["hang"] == STAND_IN
+    assert "stuck" not in weighted_terms("frozen parameters of the base model")
 
 
 def test_version_history_sections_answer_version_questions(bundle):
@@ -271,3 +277,92 @@ def test_british_and_american_spellings_find_each_other():
     assert spelling_variant("size") == spelling_variant("rise") == ""  # not an -ise ending
     terms = query_terms("how to initialize weights after sharding")
     assert {"initialize", "initialise"} <= set(terms)
+
+
+def test_an_acronym_is_not_an_identifier_the_question_names():
+    from fsdp_skill.search import rank
+    from fsdp_skill.search.tokens import query_identifiers
+
+    assert not query_identifiers("FSDP hangs with NCCL on CUDA")
+    assert {"fsdpmodule", "shardedgradscaler"} <= query_identifiers(
+        "FSDPModule with ShardedGradScaler"
+    )
+
+    def score(query: str, title: str) -> float:
+        row = (1, "x#a", title, "references/x.md", "", "guide", 0, 0, 0, -10.0)
+        return rank.rerank([row], query, query_terms(query), 1)[0][-1]
+
+    # an acronym in capitals weighs what it weighs in lower case: no name boost
+    assert score("FSDP job stuck", "Memory under FSDP") == score(
+        "fsdp job stuck", "Memory under FSDP"
+    )
+    # a CamelCase name still pulls up the section titled by it
+    assert score("FSDPModule job", "torch.distributed.fsdp.FSDPModule") > score(
+        "fsdpmodule job", "torch.distributed.fsdp.FSDPModule"
+    )
+
+
+def test_gpus_named_by_count_or_position_are_gpus_and_stuck_stays_a_hang():
+    assert "other gpus" in query_terms("其余卡没有显存占用")
+    assert "gpu" in query_terms("每张卡使用显存相差较多")
+    stuck = query_terms("训练卡住")
+    assert "hang" in stuck and not {"gpu", "gpus"} & set(stuck)
+
+
+def test_words_that_only_narrate_are_not_search_terms():
+    # "tries" would match "Tried to allocate" in every out-of-memory symptom
+    terms = query_terms("training hangs when the program tries to save the model")
+    assert "tries" not in terms and {"save", "hangs"} <= set(terms)
+    assert "attempting" not in query_terms("I encountered this when attempting a resume")
+    # an error message keeps them: it is matched as the phrase it is
+    assert "attempting to unscale fp16 gradients" in query_terms(
+        "ValueError: Attempting to unscale FP16 gradients."
+    )
+
+
+def test_a_vague_failure_question_gets_the_triage_before_one_specific_pitfall():
+    from fsdp_skill.search import rank
+
+    def row(rowid, sid, title, kind, bm25):
+        return (rowid, sid, title, "references/x.md", "", kind, 0, 0, 1, bm25)
+
+    rows = [
+        row(1, "pitfall:nccl-system-error", "NCCL unhandled system error", "pitfall", -11.0),
+        row(2, "debugging#nccl-errors", "When NCCL fails", "guide", -10.0),
+    ]
+
+    def first(query: str) -> str:
+        return rank.rerank(rows, query, query_terms(query), 2)[0][1]
+
+    assert rank.specific_words(query_terms("NCCL error on multi-GPU training")) == set()
+    assert first("NCCL error on multi-GPU training") == "debugging#nccl-errors"
+    assert first("多机多卡训练报错") == "debugging#nccl-errors"
+    # a question that names more than the setting and the failure is about that cause
+    assert first("NCCL error: unhandled system error on multi-GPU training") == (
+        "pitfall:nccl-system-error"
+    )
+    # and a question that asks how, not what went wrong, is not a triage question
+    assert first("NCCL on multi-GPU training") == "pitfall:nccl-system-error"
+
+
+def test_a_pitfalls_tags_do_not_outweigh_a_section_that_explains(bundle, make_pitfall):
+    from fsdp_skill.skill import render
+
+    refs = bundle / "references"
+    tagged = make_pitfall(
+        refs,
+        "ranks-hang-in-barrier",
+        "Ranks hang in a barrier",
+        "Every rank waits in a barrier forever.",
+        "hang",
+        tags=("save", "checkpoint", "resume"),
+    )
+    (refs / "pitfalls.md").write_text(render.render_pitfalls((tagged,)))
+    page = refs / "fsdp2.md"
+    page.write_text(
+        page.read_text() + "\n## Writing state to disk\n\nSave a checkpoint with `dcp.save`: every "
+        "rank saves its own shards, and a resume loads the checkpoint the same way.\n"
+    )
+    assert _ids("save and resume a checkpoint", bundle)[0] == "fsdp2#writing-state-to-disk"
+    # the tags are still searched: a question in their words alone finds the pitfall
+    assert "pitfall:ranks-hang-in-barrier" in _ids("barrier hang on resume", bundle)

@@ -307,6 +307,25 @@ _CJK.update(
         "步骤": "step",
         "主进程": "main process rank 0",
         "切换": "switch",
+        # GPUs named by count or position ("每张卡", "其余卡"): 卡 alone would also be 卡住
+        "其他卡": "other gpus",
+        "其余卡": "other gpus",
+        "另一张卡": "other gpu",
+        "另一张": "other gpu",
+        "每张卡": "every gpu",
+        "一张卡": "one gpu",
+        "最后一张卡": "last gpu rank",
+        "相差": "differ imbalance",
+        "增大": "grow increase",
+        "上升": "grow increase",
+        "突然增加": "spike grow",
+        "出错": "error",
+        "不成功": "fail",
+        "跑不起来": "fail to start",
+        "断点": "checkpoint resume",
+        "消耗": "usage consumption",
+        "精调": "fine tune",
+        "追踪": "trace",
     }
 )
 
@@ -314,10 +333,11 @@ CJK_TERMS: dict[str, str] = dict(sorted(_CJK.items(), key=lambda kv: -len(kv[0])
 """Chinese term -> index words, longest term first."""
 
 ENGLISH_TERMS: dict[str, str] = {
+    "hang": "stuck",
     "stuck": "hang",
-    "hangs": "hang",
-    "hanging": "hang",
-    "hung": "hang",
+    "hangs": "hang stuck",
+    "hanging": "hang stuck",
+    "hung": "hang stuck",
     "freeze": "hang",
     "freezes": "hang",
     "frozen": "hang",

@@ -9,8 +9,10 @@ English glossary term stands in for once, and the words that only describe the s
 The best ``CANDIDATES`` are then re-ranked with priors that hold for any question: a title
 whose words the question uses, or that names the identifier the query spells out, wins; raw
 reference entries (docstrings, table rows) give way to explanations unless named; page
-summaries and version histories give way to the sections that answer; a section that is only
-links or a heading comes after every section with content.
+summaries and version histories give way to the sections that answer; a failure question that
+names only its setting and its symptom ("NCCL error on multi-GPU training") gets the sections
+that say what the user sees (triage guides) before the pitfalls that share one of its words; a
+section that is only links or a heading comes after every section with content.
 
 The constants were chosen on the tuned part of the question corpus
 (``benchmarks/search_corpus.toml``); its hold-out part was never used to choose them.
@@ -22,9 +24,11 @@ import re
 
 from fsdp_skill.search.tokens import content_words, query_identifiers, title_identifiers
 
-WEIGHTS = (8.0, 3.0, 3.0, 0.5, 0.5, 0.5, 1.0)
-"""BM25 weights of the title, page title, sub-headings, identifier words, prose, code and a
-pitfall's symptom (what the user sees)."""
+WEIGHTS = (8.0, 3.0, 0.5, 0.5, 0.5, 0.25, 1.0)
+"""BM25 weights of the title, page title, sub-headings (and a pitfall's tags), identifier
+words, prose, code and a pitfall's symptom (what the user sees). Sub-headings weigh like
+prose: a long section's parts are searched under their own titles already, and tags list
+every word a topic touches."""
 SYMPTOM_WEIGHT = 6.0
 """The symptom column's weight for a question that describes a failure: there what the user
 saw says more than any title."""
@@ -43,6 +47,17 @@ SETTING_WORDS = frozenset(
 )
 """Words that say where a question is asked from (multi-GPU training of a model), not what
 it is about."""
+
+DOMAIN_WORDS = frozenset(
+    "fsdp fsdp1 fsdp2 ddp nccl torch pytorch distributed parallel data node nodes dist".split()
+)
+"""Words every question of this domain may use: they say nothing about which problem it is."""
+VAGUE_WORDS = 1
+"""A failure question with at most this many words besides setting, domain and failure words
+("NCCL error on multi-GPU training", "训练卡住") names a symptom, not a cause."""
+VAGUE_PRIOR = 1.2
+"""A guide section that says what the user sees (a triage), for a vague failure question: the
+specific pitfalls it shares a word with each explain one cause among many."""
 
 CANDIDATES = 40
 """How many BM25 leaders are re-ranked with the priors below."""
@@ -94,6 +109,20 @@ def weighted_expression(terms: dict[str, int]) -> str:
     return match_expression([t for t, w in kept.items() for _ in range(w)])
 
 
+def specific_words(terms: list[str]) -> set[str]:
+    """The words of ``terms`` that say which problem a question is about: neither setting,
+    domain nor failure words, nor numbers."""
+    words = {word for term in terms for word in term.split()}
+    return {
+        w
+        for w in words
+        if w not in SETTING_WORDS
+        and w not in DOMAIN_WORDS
+        and not w.isdigit()
+        and not _FAILURE.fullmatch(w)
+    }
+
+
 def describes_failure(query: str) -> bool:
     """The question tells what went wrong (an error, a hang, a crash), not what to do."""
     return bool(_FAILURE.search(query))
@@ -114,6 +143,7 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
     asked = frozenset().union(*(content_words(term) for term in terms))
     failure = describes_failure(query)
     asked_flavours = {name for name, pattern in _FLAVOURS.items() if pattern.search(query)}
+    vague = failure and len(specific_words(terms)) <= VAGUE_WORDS
     scored = []
     for row in rows:
         _, _, title, _, _, kind, intro, _, seen, bm25 = row
@@ -131,6 +161,8 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
             score *= NAME_BOOST
         elif kind in ("api", "env"):
             score *= REFERENCE_PRIOR
+        if vague and seen and kind != "pitfall":
+            score *= VAGUE_PRIOR
         if intro and not seen:
             score *= INTRO_PRIOR
         if len(asked_flavours) == 1:

@@ -32,7 +32,9 @@ STOP_WORDS = frozenset(
     those to too under up use used uses using very via want was way we were what when where
     which while who why will with without would you your yet again please help does anyone
     still instead work works working happen happens problem problems issue issues question
-    questions bug bugs sure hi hello thanks thank know wonder wondering kindly""".split()
+    questions bug bugs sure hi hello thanks thank know wonder wondering kindly try tries tried
+    trying attempt attempts attempted attempting seem seems seemed encounter encountered
+    encountering meet met however because like possible""".split()
 )
 """English words too common in questions to say what a question is about."""
 
@@ -178,12 +180,17 @@ def message_phrases(query: str) -> list[str]:
     return phrases
 
 
+def _is_camel(name: str) -> bool:
+    """``FSDPModule``, ``ShardedGradScaler``: mixed case inside the name, not an acronym."""
+    return len(name) > 3 and name[1:] != name[1:].lower() and name != name.upper()
+
+
 def query_identifiers(query: str) -> set[str]:
     """Code names the query spells out (``fully_shard``, ``FSDPModule``), lower-cased."""
     names: set[str] = set()
     for match in _IDENT.finditer(query):
         name = match.group(0)
-        if "_" in name or "." in name or (name[1:] != name[1:].lower() and len(name) > 3):
+        if "_" in name or "." in name or _is_camel(name):  # not an acronym (NCCL)
             names.add(name.lower())
             names.add(name.rsplit(".", 1)[-1].lower())
     return names
