@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -17,8 +18,12 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 import torch.nn as nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    apply_activation_checkpointing,
+)
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.distributed.fsdp import MixedPrecisionPolicy, StateDictType, fully_shard
 from torch.distributed.tensor import DTensor, Shard
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -183,6 +188,91 @@ def sync_batchnorm_on_cpu() -> str | None:
     return _error(lambda: layer(torch.randn(8, 4)))
 
 
+def fsdp1_helpers_on_fsdp2() -> dict:
+    """fsdp1-api-on-fsdp2-module: FSDP1's static helpers find no FSDP1 unit in an FSDP2 model."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    fully_shard(model[0])
+    fully_shard(model)
+    seen: dict[str, bool] = {}
+
+    def full_state_dict() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # state_dict_type is deprecated
+            with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT):
+                values = model.state_dict().values()
+                seen["dtensor_values"] = all(isinstance(v, DTensor) for v in values)
+
+    exit_error = _error(full_state_dict)
+    with FSDP.summon_full_params(model):
+        summoned_dtensor = isinstance(model[0].weight, DTensor)
+    return {
+        "state_dict_type_values_dtensor": seen.get("dtensor_values"),
+        "state_dict_type_error": exit_error,
+        "summon_full_params_leaves_dtensor": summoned_dtensor,
+    }
+
+
+class _CountingBlock(nn.Module):
+    """A residual block that counts its forward calls (recomputation shows as extra calls)."""
+
+    calls = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _CountingBlock.calls += 1
+        return x + torch.nn.functional.gelu(self.fc(x))
+
+
+def _counting_model() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(_CountingBlock(), _CountingBlock(), nn.Linear(8, 1))
+
+
+def _shard(model: nn.Sequential, mesh: DeviceMesh) -> None:
+    for block in model[:2]:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+
+
+def wrappers_after_fully_shard() -> dict:
+    """torch-compile, activation-checkpointing, tensor-parallel: compile and checkpointing may
+    come before or after fully_shard; each order trains like the eager, uncheckpointed model."""
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+
+    def trained(order: str) -> tuple[nn.Sequential, int]:
+        """The model after one step with wrappers in ``order``; and its block forward calls."""
+        model = _counting_model()
+        if order == "compile_then_shard":
+            for block in model[:2]:
+                block.compile(backend="aot_eager")
+        _shard(model, mesh)
+        if order == "shard_then_compile":
+            for block in model[:2]:
+                block.compile(backend="aot_eager")
+        if order == "shard_then_checkpoint":
+            apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, _CountingBlock))
+        optim = torch.optim.SGD(model.parameters(), lr=0.1)
+        _CountingBlock.calls = 0
+        model(x).pow(2).mean().backward()
+        calls = _CountingBlock.calls
+        optim.step()
+        return model, calls
+
+    eager, eager_calls = trained("eager")
+    expected = eager(x).detach()
+    result: dict[str, object] = {"eager_block_calls": eager_calls}
+    for order in ("compile_then_shard", "shard_then_compile", "shard_then_checkpoint"):
+        model, calls = trained(order)
+        result[order] = torch.allclose(model(x).detach(), expected, atol=1e-6)
+        if order == "shard_then_checkpoint":
+            result["checkpointed_block_calls"] = calls
+    return result
+
+
 CASES: dict[str, Callable[[], object]] = {
     "gloo_all_to_all": gloo_all_to_all,
     "mesh_slicing": mesh_slicing,
@@ -194,6 +284,8 @@ CASES: dict[str, Callable[[], object]] = {
     "hsdp_all_reduces_per_backward": hsdp_all_reduces_per_backward,
     "grad_scaler_with_fsdp2": grad_scaler_with_fsdp2,
     "sync_batchnorm_on_cpu": sync_batchnorm_on_cpu,
+    "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
+    "wrappers_after_fully_shard": wrappers_after_fully_shard,
 }
 
 

@@ -155,6 +155,62 @@ def test_sync_batchnorm_refuses_cpu_inputs(observed):
     assert message.removeprefix("ValueError: ") in _guide("buffers-batchnorm")
 
 
+@pytest.mark.slow
+def test_fsdp1_helpers_find_nothing_to_do_on_an_fsdp2_module(observed):
+    """fsdp1-api-on-fsdp2-module: state_dict_type leaves DTensors and fails on exit."""
+    helpers = observed["fsdp1_helpers_on_fsdp2"]
+    assert helpers == {
+        "state_dict_type_values_dtensor": True,
+        "state_dict_type_error": "KeyError: None",
+        "summon_full_params_leaves_dtensor": True,
+    }
+    text = _pitfall("fsdp1-api-on-fsdp2-module")
+    assert "leaving the block raises `KeyError: None` (torch 2.13)" in text
+    assert "find none, and do nothing" not in text
+
+
+@pytest.mark.slow
+def test_compile_and_checkpointing_may_follow_fully_shard(observed):
+    """torch-compile, activation-checkpointing, tensor-parallel: either order trains alike."""
+    orders = observed["wrappers_after_fully_shard"]
+    assert orders["compile_then_shard"] and orders["shard_then_compile"], orders
+    assert orders["shard_then_checkpoint"], orders
+    assert orders["checkpointed_block_calls"] == 2 * orders["eager_block_calls"]  # recomputed
+    assert '"compile then shard" run and give the same results' in _guide("torch-compile")
+    assert "the opposite order (shard, then wrap) also runs and recomputes correctly" in (
+        _guide("activation-checkpointing")
+    )
+    text = _guide("tensor-parallel")
+    assert "Steps 2 and 3 are the convention this page keeps rather than a rule" in text
+
+
+def test_old_launcher_appends_local_rank_and_torchrun_does_not(monkeypatch):
+    """multi-node-launch, deprecated-distributed-launch: what each launcher gives the script."""
+    import warnings
+
+    from torch.distributed import launch, run
+    from torch.distributed.elastic.agent.server import local_elastic_agent
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # config_from_args would set it otherwise
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.distributed.launch is deprecated
+        old = launch.parse_args(["--nproc-per-node", "2", "train.py"])
+        use_env = launch.parse_args(["--use-env", "--nproc-per-node", "2", "train.py"])
+    new = run.parse_args(["--nproc-per-node", "2", "train.py"])
+    assert run.config_from_args(old)[2][-1] == "--local-rank=${local_rank}"
+    assert not any("local" in a for a in run.config_from_args(use_env)[2])
+    assert not any("local" in a for a in run.config_from_args(new)[2])
+    # Both run their workers through the same agent, which sets LOCAL_RANK for each.
+    agent_source = Path(local_elastic_agent.__file__).read_text(encoding="utf-8")
+    assert 'worker_env["LOCAL_RANK"] = str(local_rank)' in agent_source
+    assert "also appends `--local-rank=<rank>` to the script's arguments" in (
+        _guide("multi-node-launch")
+    )
+    assert "passes `--local_rank` instead of setting" not in _guide("multi-node-launch")
+    pitfall = _pitfall("deprecated-distributed-launch")
+    assert "the old launcher also appends `--local-rank=<rank>`" in pitfall
+
+
 def _runnable_block(guide_id: str) -> str:
     from fsdp_skill import markdown
 
@@ -236,6 +292,15 @@ def test_methods_that_bypass_forward_agree_between_guide_and_pitfall():
     assert "another method such as `generate()` directly sees sharded DTensors" not in text
     assert "Hugging Face `generate()` calls the model through `__call__`, so it works" in (
         _pitfall("fsdp2-method-bypasses-forward-hooks")
+    )
+    # No page sends generate() (which the transformers-fsdp2 example runs sharded) through
+    # register_fsdp_forward_method.
+    needs = re.compile(r"generate\W{0,6}needs `register_fsdp_forward_method`")
+    for where, page in _knowledge_texts().items():
+        assert not needs.search(page), f"{where}: {needs.search(page).group(0)!r}"
+    assert "(Hugging Face `generate()` does), runs FSDP's hooks" in _guide("migrate-fsdp1-to-fsdp2")
+    assert "HF `generate()` does); a method that reads the parameters without calling it" in (
+        _skill()
     )
 
 
@@ -331,7 +396,11 @@ def _assert_grad_scaler_advice_is_consistent() -> None:
 
     for where, text in _knowledge_texts().items():
         # advice that sends FSDP2 users to ShardedGradScaler, or everyone to it
-        for bad in ("Under FSDP use `ShardedGradScaler`", "gradient scaler (`ShardedGradScaler`)"):
+        for bad in (
+            "Under FSDP use `ShardedGradScaler`",
+            "gradient scaler (`ShardedGradScaler`)",
+            "use a sharded grad scaler",
+        ):
             assert bad not in text, f"{where}: {bad}"
     fix = fsdp006.fix((2, 13))
     assert 'torch.amp.GradScaler("cuda") with FSDP2' in fix and "ShardedGradScaler" in fix

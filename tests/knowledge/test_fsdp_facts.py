@@ -105,6 +105,36 @@ def test_fsdp1_constructor_defaults():
     assert defaults["backward_prefetch"] is fsdp.BackwardPrefetch.BACKWARD_PRE
 
 
+def test_ddp_buffer_sync_is_forward_sync_buffers_in_2_13():
+    """buffers-batchnorm: DDP syncs buffers by default; broadcast_buffers is deprecated in 2.13."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    defaults = _defaults(DDP.__init__)
+    assert defaults["forward_sync_buffers"] is None and defaults["broadcast_buffers"] is None
+    doc = _flat(DDP.__doc__)
+    assert "When ``None``, defaults to ``True``" in doc  # forward_sync_buffers
+    assert ".. deprecated:: 2.13 Use ``forward_sync_buffers`` instead." in doc
+    text = _flat(_guide("buffers-batchnorm").body)
+    assert "(`forward_sync_buffers`, on unless set to `False`; torch 2.13" in text
+    assert "by default (`broadcast_buffers=True`)" not in text
+
+
+def test_fully_shard_ignored_params_arrived_in_2_7():
+    """migrate-fsdp1-to-fsdp2: ignored_params is FSDP2's ignored_modules, from torch 2.7."""
+    assert "ignored_params" in inspect.signature(fsdp.fully_shard).parameters
+    guide = _guide("migrate-fsdp1-to-fsdp2")
+    assert "`ignored_params={...}` (torch 2.7 and later)" in guide.body
+    assert any(
+        v["api"].startswith("fully_shard(ignored_params") and v["since"] == "2.7"
+        for v in guide.versions
+    )
+    accelerate = pytest.importorskip("accelerate")
+    from pathlib import Path
+
+    source = (Path(accelerate.__file__).parent / "utils" / "fsdp_utils.py").read_text("utf-8")
+    assert "`ignored_params` is only supported in torch >= 2.7.0" in source
+
+
 def test_fsdp1_sharding_strategies_in_the_table_exist():
     """fsdp1: every strategy row names a ShardingStrategy member."""
     table = _section("fsdp1", "Sharding strategies")

@@ -158,6 +158,22 @@ def _code(cell: str) -> str:
     return cell.strip().strip("`")
 
 
+@pytest.mark.parametrize("version", [1, 2])
+def test_ram_efficient_loading_needs_sync_module_states_for_both_versions(version, tmp_path):
+    """accelerate-fsdp: the launcher's rule does not depend on fsdp_version."""
+    config = {
+        "fsdp_version": version,
+        "fsdp_cpu_ram_efficient_loading": True,
+        "fsdp_sync_module_states": False,
+    }
+    with pytest.raises(ValueError, match="fsdp_cpu_ram_efficient_loading"):
+        _launch_env(tmp_path, config)
+    _launch_env(tmp_path, {**config, "fsdp_sync_module_states": True})  # the companion on
+    text = " ".join(GUIDES["accelerate-fsdp"].body.split())
+    assert "needs `fsdp_sync_module_states: true`, with FSDP2 as with FSDP1" in text
+    assert "with FSDP1, `fsdp_cpu_ram_efficient_loading: true` needs" not in text
+
+
 def test_accelerate_guide_table_agrees_with_the_data_file():
     rows = _table_rows("accelerate-fsdp", "config key")
     assert len(rows) >= 10
