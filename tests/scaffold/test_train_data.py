@@ -238,12 +238,18 @@ def hf_run(hf_project) -> tuple[list[dict], str]:
     return train(hf_project, 2, "--max-steps", "8", env=OFFLINE)
 
 
+def trained_with_validation(recs: list[dict], steps: int, evaluated: list[int]) -> list[dict]:
+    """The step records of a run that logged every step, whose loss fell, and that logged a
+    validation loss at the ``evaluated`` steps."""
+    logged = step_records(recs)
+    assert [r["step"] for r in logged] == list(range(1, steps + 1))
+    assert logged[-1]["loss"] < logged[0]["loss"]
+    assert [r["step"] for r in recs if "val_loss" in r] == evaluated
+    return logged
+
+
 def test_hf_dataset_trains_and_logs_validation_loss(hf_run):
-    recs, _ = hf_run
-    steps = step_records(recs)
-    assert [r["step"] for r in steps] == list(range(1, 9))
-    assert steps[-1]["loss"] < steps[0]["loss"]
-    assert [r["step"] for r in recs if "val_loss" in r] == [4, 8]
+    trained_with_validation(hf_run[0], 8, [4, 8])
 
 
 @pytest.mark.parametrize("nproc", [2, 1, 4])
@@ -282,12 +288,8 @@ def stream_run(stream_project) -> tuple[list[dict], str]:
 
 
 def test_streamed_dataset_trains_across_epochs_and_logs_validation_loss(stream_run):
-    recs, _ = stream_run
-    steps = step_records(recs)
-    assert [r["step"] for r in steps] == list(range(1, 9))
-    assert steps[-1]["loss"] < steps[0]["loss"]
+    steps = trained_with_validation(stream_run[0], 8, [4, 8])
     assert steps[0]["epoch"] == 0 and steps[-1]["epoch"] == 1
-    assert [r["step"] for r in recs if "val_loss" in r] == [4, 8]
 
 
 @pytest.mark.parametrize("nproc", [2, 1, 4])
