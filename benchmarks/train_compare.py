@@ -29,7 +29,9 @@ import textwrap
 import time
 from pathlib import Path
 
-TORCHTITAN = "torchtitan==0.3.0"
+# 0.2.2 is the last release whose Llama 3 debugmodel uses SDPA attention; 0.3.0 offers only
+# FlexAttention, which has no backward on CPU in torch 2.13.
+TORCHTITAN = "torchtitan==0.2.2"
 TRITON = "triton==3.9.0"
 DEBUG_MODEL = {  # torchtitan's llama3 debugmodel, as a Hugging Face Llama config
     "model_type": "llama",
@@ -195,11 +197,16 @@ def torchtitan_python(args: argparse.Namespace) -> str:
 
 # torch on CPU: torchtitan asks torch for an accelerator and calls CUDA-style functions on
 # its device module; this makes the CPU that device (written into torchtitan's venv only).
+# Two NCCL-only calls are made Gloo-safe too: torchtitan sets FSDP's gradient divide factor to
+# 1, which FSDP turns into a PREMUL_SUM reduce-scatter that Gloo refuses (summing, then
+# dividing by that 1, is the same); and its barrier names a CUDA device (device_ids).
 CPU_SHIM = """\
 import types
 import torch
 import torch._utils
 import torch.cpu
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
 
 torch._utils._get_available_device_type = lambda: "cpu"
 for name, fn in {
@@ -211,6 +218,21 @@ for name, fn in {
 }.items():
     if not hasattr(torch.cpu, name):
         setattr(torch.cpu, name, fn)
+
+_set_divide_factor, _barrier = FSDPModule.set_gradient_divide_factor, dist.barrier
+
+
+def _divide_after_a_sum(self, factor):
+    _set_divide_factor(self, factor)
+    self.set_force_sum_reduction_for_comms(True)
+
+
+def _barrier_on_cpu(group=None, async_op=False, device_ids=None):
+    return _barrier(group=group, async_op=async_op)
+
+
+FSDPModule.set_gradient_divide_factor = _divide_after_a_sum
+dist.barrier = _barrier_on_cpu
 """
 
 
@@ -244,15 +266,18 @@ def torchtitan_assets(root: Path) -> tuple[Path, Path]:
 
 
 def run_torchtitan(root: Path, args: argparse.Namespace, python: str) -> float:
-    """torchtitan's trainer (its llama3 debugmodel config) on the same batch; tokens/s from
-    its `tps` log lines (per rank, so multiplied by the ranks)."""
+    """torchtitan's trainer (its llama3 debugmodel, fp32, no activation checkpointing, as the
+    project) on the same batch; tokens/s from its `tps` log lines (per rank, so multiplied by
+    the ranks)."""
     assets, data = torchtitan_assets(root)
     proc = torchrun(
-        args, "-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_debugmodel",
-        "--hf_assets_path", str(assets), "--dataloader.dataset_path", str(data),
-        "--training.steps", str(args.steps), "--training.seq_len", str(args.seq_len),
-        "--training.local_batch_size", str(args.micro_batch), "--checkpoint.no-enable",
-        "--dump_folder", str(root / "tt-out"), "--parallelism.spmd_backend", "partial_dtensor",
+        args, "-m", "torchtitan.train", "--model.name", "llama3", "--model.flavor", "debugmodel",
+        "--model.hf_assets_path", str(assets), "--training.dataset", "c4_test",
+        "--training.dataset_path", str(data), "--training.steps", str(args.steps),
+        "--training.seq_len", str(args.seq_len), "--training.local_batch_size",
+        str(args.micro_batch), "--training.mixed_precision_param", "float32",
+        "--activation_checkpoint.mode", "none", "--metrics.log_freq", "1",
+        "--job.dump_folder", str(root / "tt-out"),
         python=python, cwd=root,
     )  # fmt: skip
     if proc.returncode != 0:

@@ -80,6 +80,13 @@ def edit_config(project: Path, settings: dict, name: str = "train_config.json") 
     return project / name
 
 
+def write_jsonl(path: Path, docs: list[str], field: str = "text") -> Path:
+    """One JSON object per document, its text under ``field``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({field: d}) + "\n" for d in docs))
+    return path
+
+
 def records(stdout: str) -> list[dict]:
     """The --log-json lines of a run."""
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]

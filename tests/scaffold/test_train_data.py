@@ -1,9 +1,10 @@
 """Data at scale, evaluation and export in the generated project, trained for real on CPU.
 
-Two sources, each trained once at world size 2 (module fixtures) and resumed from its middle
+Three sources, each trained once at world size 2 (module fixtures) and resumed from its middle
 checkpoint at world sizes 2 (bit-exact), 1 and 4 (same global batch, same samples):
-token shards written by prepare.py and memory-mapped, and a Hugging Face `datasets` dataset
-built here and saved to disk (nothing is downloaded: HF_HUB_OFFLINE=1).
+token shards written by prepare.py and memory-mapped, a Hugging Face `datasets` dataset
+built here and saved to disk, and JSON-lines files read by `datasets` as a stream (nothing is
+downloaded: HF_HUB_OFFLINE=1).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.scaffold.runs import (
     make_project,
     step_records,
     train,
+    write_jsonl,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.torch]
@@ -84,8 +86,7 @@ def shards_project(tmp_path_factory) -> Path:
     )
     docs = corpus(240, seed=1)
     for part in range(3):  # several input files
-        lines = "".join(json.dumps({"text": d}) + "\n" for d in docs[part::3])
-        (project / f"corpus-{part}.jsonl").write_text(lines)
+        write_jsonl(project / f"corpus-{part}.jsonl", docs[part::3])
     prepared = run_script(
         project, "prepare.py", "--input", "corpus-*.jsonl", "--output", "tokens",
         "--val-fraction", "0.1", "--workers", "2", "--chunk-mb", "0.004",
@@ -237,14 +238,72 @@ def hf_run(hf_project) -> tuple[list[dict], str]:
     return train(hf_project, 2, "--max-steps", "8", env=OFFLINE)
 
 
+def trained_with_validation(recs: list[dict], steps: int, evaluated: list[int]) -> list[dict]:
+    """The step records of a run that logged every step, whose loss fell, and that logged a
+    validation loss at the ``evaluated`` steps."""
+    logged = step_records(recs)
+    assert [r["step"] for r in logged] == list(range(1, steps + 1))
+    assert logged[-1]["loss"] < logged[0]["loss"]
+    assert [r["step"] for r in recs if "val_loss" in r] == evaluated
+    return logged
+
+
 def test_hf_dataset_trains_and_logs_validation_loss(hf_run):
-    recs, _ = hf_run
-    steps = step_records(recs)
-    assert [r["step"] for r in steps] == list(range(1, 9))
-    assert steps[-1]["loss"] < steps[0]["loss"]
-    assert [r["step"] for r in recs if "val_loss" in r] == [4, 8]
+    trained_with_validation(hf_run[0], 8, [4, 8])
 
 
 @pytest.mark.parametrize("nproc", [2, 1, 4])
 def test_hf_dataset_resumes_exactly_at_any_world_size(hf_project, hf_run, nproc):
     resume_from_the_middle(hf_project, hf_run[0], 4, 8, nproc)
+
+
+# ---------------------------------------------------------------------------------------------
+# A Hugging Face dataset read as a stream (data.streaming)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stream_project(tmp_path_factory) -> Path:
+    """Three JSON-lines shards small enough (41 sequences) that 8 steps of 8 sequences cross
+    an epoch's end, and a validation file: datasets reads them with streaming=True."""
+    pytest.importorskip("datasets")
+    settings = {
+        "data": {"kind": "hf", "path": "stream", "streaming": True, "val_split": "validation"},
+        "eval": {"every": 4, "batches": 2},
+        "checkpoint": {"every": 2, "keep": 3},
+    }
+    project = make_project(
+        tmp_path_factory.mktemp("stream") / "proj", BYTE_MODEL, settings, precision="fp32"
+    )
+    docs = corpus(6, seed=4)
+    for part in range(3):
+        write_jsonl(project / "stream" / f"train-{part}.jsonl", docs[2 * part : 2 * part + 2])
+    write_jsonl(project / "stream" / "validation.jsonl", corpus(12, seed=5))
+    return project
+
+
+@pytest.fixture(scope="module")
+def stream_run(stream_project) -> tuple[list[dict], str]:
+    return train(stream_project, 2, "--max-steps", "8", env=OFFLINE)
+
+
+def test_streamed_dataset_trains_across_epochs_and_logs_validation_loss(stream_run):
+    steps = trained_with_validation(stream_run[0], 8, [4, 8])
+    assert steps[0]["epoch"] == 0 and steps[-1]["epoch"] == 1
+
+
+@pytest.mark.parametrize("nproc", [2, 1, 4])
+def test_streamed_dataset_resumes_exactly_at_any_world_size(stream_project, stream_run, nproc):
+    """The losses follow the uninterrupted run's, and the data position saved at the end is
+    the one the uninterrupted run saved at that step: the same sequences were read, none
+    twice (at 1 and 4 ranks the resumed steps cross the epoch's end)."""
+    resume_from_the_middle(stream_project, stream_run[0], 4, 8, nproc)
+    last = 8 if nproc == 2 else 6
+    name = f"step_{last:08d}"
+
+    def position(folder: str) -> dict:
+        state = stream_project / folder / name / "trainer_state.json"
+        return json.loads(state.read_text())["data"]
+
+    resumed, reference = position(f"ck_ws{nproc}"), position("checkpoints")
+    assert resumed == reference and reference["sequences"] == 8 * last

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from fsdp_skill.scaffold import TEMPLATE_DIR
+from tests.scaffold.runs import write_jsonl
 
 pytestmark = pytest.mark.torch
 pytest.importorskip("torch")
@@ -115,6 +116,19 @@ def test_resuming_continues_the_epoch_where_it_stopped(train, old, new):
         ({"checkpoint": {"best": True}}, "checkpoint.best must be false when eval.every is 0"),
         ({"train": {"global_batch_size": 0}}, "train.global_batch_size must be a positive"),
         ({"eval": "often"}, "eval must be an object"),
+        ({"data": {"streaming": "yes"}}, "data.streaming must be true or false"),
+        (
+            {"data": {"kind": "tokens", "path": "t", "streaming": True}},
+            "data.streaming must be false for data.kind 'tokens'",
+        ),
+        (
+            {"data": {"kind": "hf", "path": "d", "streaming": True, "val_fraction": 0.1}},
+            "data.val_fraction must be 0 with data.streaming",
+        ),
+        (
+            {"data": {"kind": "hf", "path": "d", "streaming": True, "num_workers": 2}},
+            "data.num_workers must be 0 with data.streaming",
+        ),
     ],
 )
 def test_nonsense_config_is_refused_with_one_line_naming_file_and_key(
@@ -308,3 +322,133 @@ def test_options_resolve_paths_against_the_config_file(train, tmp_path):
     assert cfg["checkpoint"]["dir"] == str(tmp_path / "checkpoints")
     assert cfg["train"]["max_steps"] == 7 and cfg["train"]["seed"] == 3
     assert cfg["checkpointing"] and cfg["device"] == "cpu"
+
+
+# ---------------------------------------------------------------------------------------------
+# A streamed Hugging Face dataset (data.streaming): order, shares, positions
+# ---------------------------------------------------------------------------------------------
+
+STREAM_DOCS = [f"document {i} " + "x" * (i % 7) for i in range(18)]
+SEQ = 8
+
+
+def write_stream(folder, docs: list[str]) -> None:
+    """Three JSON-lines shards, ``train-0.jsonl`` .. ``train-2.jsonl``, in document order."""
+    third = -(-len(docs) // 3)
+    for part in range(3):
+        write_jsonl(folder / f"train-{part}.jsonl", docs[part * third : (part + 1) * third])
+
+
+@pytest.fixture
+def stream(project, tmp_path):
+    """Opens a PackedStream over STREAM_DOCS (datasets' streaming=True, bytes as tokens): one
+    per simulated rank, as each rank of a run opens its own."""
+    pytest.importorskip("datasets")
+    write_stream(tmp_path / "stream", STREAM_DOCS)
+    cfg = {
+        "data": {"path": "stream", "text_field": "text", "seq_len": SEQ},
+        "base_dir": str(tmp_path),
+        "config_file": "cfg.json",
+    }
+    data = project["data"]
+    return lambda: data.PackedStream(cfg, "train", data.Tokenizer(None), 256)
+
+
+def packed(docs: list[str], epochs: int) -> list[list[int]]:
+    """The global order by its definition: each epoch's documents (bytes, then EOS 0) joined
+    and cut into SEQ-token sequences, the last partial one dropped."""
+    tokens = [t for d in docs for t in [*d.encode(), 0]]
+    one = [tokens[i : i + SEQ] for i in range(0, len(tokens) - SEQ + 1, SEQ)]
+    return one * epochs
+
+
+def global_rounds(batches: list, rounds: int) -> list[list[int]]:
+    """``rounds`` micro-batches from every rank's StreamBatches, back in the global order."""
+    out = []
+    for _ in range(rounds):
+        per_rank = [b.next().tolist() for b in batches]
+        out += interleave(per_rank)
+    return out
+
+
+def test_a_stream_packs_documents_in_stored_order_epoch_after_epoch(project, stream, tmp_path):
+    expected = packed(STREAM_DOCS, 3)
+    first, source = [], stream()
+    for sequence, position in source.sequences():
+        first.append(sequence)
+        assert 0 < position["used"]  # a sequence always ends inside a document
+        if len(first) == len(expected):
+            break
+    assert first == expected
+    assert [t.tolist() for t in source.head(5)] == expected[:5]
+    assert len(source.head(10**6)) == len(expected) // 3  # one pass, not the next epoch
+
+    write_stream(tmp_path / "short", ["tiny"])
+    cfg = {"data": {"path": "short", "text_field": "text", "seq_len": SEQ}}
+    cfg.update(base_dir=str(tmp_path), config_file="cfg.json")
+    short = project["data"].PackedStream(cfg, "train", project["data"].Tokenizer(None), 256)
+    with pytest.raises(SystemExit, match=r"short \(train\): fewer than data.seq_len=8 tokens"):
+        next(short.sequences())
+
+
+def test_a_saved_dataset_streams_from_its_arrow_files_in_the_same_order(project, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    saved = datasets.Dataset.from_dict({"text": STREAM_DOCS, "n": list(range(len(STREAM_DOCS)))})
+    datasets.DatasetDict({"train": saved}).save_to_disk(str(tmp_path / "saved"))
+    cfg = {"data": {"path": "saved", "text_field": "text", "seq_len": SEQ}}
+    cfg.update(base_dir=str(tmp_path), config_file="cfg.json")
+    data = project["data"]
+    source = data.PackedStream(cfg, "train", data.Tokenizer(None), 256)
+    assert [t.tolist() for t in source.head(10**6)] == packed(STREAM_DOCS, 1)
+
+
+@pytest.mark.parametrize("new, micro", [(2, 4), (1, 4), (4, 2)])
+def test_a_stream_gives_each_rank_its_share_and_resumes_at_any_world_size(
+    project, stream, new, micro
+):
+    """World size 2, 4 sequences per rank per micro-batch (a global batch of 8), stopped after
+    3 micro-batches; resumed from that position at ``new`` ranks (the global batch kept: 8 =
+    ``new`` x micro x accumulation), the global order goes on with the next sequence: none
+    repeated, none skipped, across the epoch's end."""
+    data = project["data"]
+    expected = packed(STREAM_DOCS, 4)
+    per_epoch = len(expected) // 4
+    assert 8 * 10 > per_epoch  # the runs below cross an epoch's end
+    ranks = [data.StreamBatches(stream(), 4, rank, 2) for rank in range(2)]
+    assert global_rounds(ranks, 3) == expected[:24]
+    states = [b.state_dict() for b in ranks]
+    assert states[0] == states[1] and states[0]["sequences"] == 24
+    saved = json.loads(json.dumps(states[0]))  # as the checkpoint's trainer state holds it
+    uninterrupted = [[b.next().tolist() for _ in range(7)] for b in ranks]
+
+    resumed = [data.StreamBatches(stream(), micro, rank, new) for rank in range(new)]
+    for b in resumed:
+        b.load_state_dict(saved)
+    rounds = 56 // (micro * new)
+    assert global_rounds(resumed, rounds) == expected[24:80]
+    assert resumed[0].state_dict()["sequences"] == 80
+    assert resumed[0].epoch == 80 // per_epoch
+    if new == 2:  # the same world size: every rank gets exactly what it would have
+        again = [data.StreamBatches(stream(), 4, rank, 2) for rank in range(2)]
+        for b in again:
+            b.load_state_dict(saved)
+        assert [[b.next().tolist() for _ in range(7)] for b in again] == uninterrupted
+    with pytest.raises(SystemExit, match="data.streaming changed"):
+        resumed[0].load_state_dict({"epoch": 0, "consumed": 24})
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"text_field": "body"}, r"stream \(train\): no column 'body'"),
+        ({"val_split": "validation"}, r"data.path 'stream': Bad split: validation"),
+    ],
+)
+def test_a_stream_is_checked_before_any_compute(checked_main, tmp_path, data, message):
+    pytest.importorskip("datasets")
+    write_stream(tmp_path / "stream", STREAM_DOCS)
+    data = {"kind": "hf", "path": "stream", "streaming": True, "seq_len": 32, **data}
+    args = write_project(tmp_path, {"data": data})
+    with pytest.raises(SystemExit, match=message) as raised:
+        checked_main(args)
+    assert "\n" not in str(raised.value)

@@ -3,8 +3,9 @@ position that resumes exactly, at the same or another world size.
 
 Sources (``data.kind``): synthetic sequences; text files tokenised in memory (small corpora);
 token shards written once by ``prepare.py`` and read through memory maps (any size); and a
-Hugging Face ``datasets`` dataset, tokenised and packed by ``datasets.map`` (memory-mapped
-Arrow files, cached between runs).
+Hugging Face ``datasets`` dataset, either tokenised and packed by ``datasets.map``
+(memory-mapped Arrow files, cached between runs) or, with ``data.streaming``, read as a stream
+and packed on the fly.
 """
 
 from __future__ import annotations
@@ -197,13 +198,9 @@ class HFSequences(Dataset):
     """
 
     def __init__(self, cfg: dict, split: str, tokenizer: Tokenizer, rank: int) -> None:
-        try:
-            import datasets
-        except ImportError:
-            raise ConfigError(
-                "data.kind 'hf' needs the datasets package (pip install datasets)"
-            ) from None
         raw = load_hf_split(cfg, split)
+        import datasets  # present: load_hf_split checked it
+
         field = cfg["data"]["text_field"]
         seq_len = cfg["data"]["seq_len"]
 
@@ -234,17 +231,24 @@ class HFSequences(Dataset):
         return self.rows[int(index)]["input_ids"].long()
 
 
-def load_hf_split(cfg: dict, split: str):
-    """One split of the dataset named by ``data.path`` (a saved folder, data files or a name)."""
-    import datasets
-
+def load_hf_split(cfg: dict, split: str, streaming: bool = False):
+    """One split of the dataset named by ``data.path`` (a saved folder, data files or a name);
+    with ``streaming``, data files and names give an ``IterableDataset`` that reads lazily."""
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(
+            f"{cfg['config_file']}: data.kind 'hf' needs the datasets package "
+            "(pip install datasets)"
+        ) from None
     name = cfg["data"]["path"]
     local = Path(cfg["base_dir"]) / name
     try:
         if (local / "dataset_dict.json").is_file() or (local / "state.json").is_file():
             loaded = datasets.load_from_disk(str(local))
         else:
-            loaded = datasets.load_dataset(str(local) if local.exists() else name, split=split)
+            where = str(local) if local.exists() else name
+            loaded = datasets.load_dataset(where, split=split, streaming=streaming)
     except Exception as exc:  # not found, offline, a bad folder: one line, not a traceback
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(f"{cfg['config_file']}: data.path {name!r}: {message}") from None
@@ -256,6 +260,86 @@ def load_hf_split(cfg: dict, split: str):
             )
         loaded = loaded[split]
     return loaded
+
+
+def streamed_split(cfg: dict, split: str):
+    """One split as a ``datasets.IterableDataset`` of the text column only, read in stored
+    order (a ``save_to_disk`` folder is read from its memory-mapped Arrow files)."""
+    loaded = load_hf_split(cfg, split, streaming=True)
+    import datasets  # present: load_hf_split checked it
+
+    if isinstance(loaded, datasets.Dataset):  # a save_to_disk folder: map-style
+        loaded = loaded.to_iterable_dataset()
+    return loaded.select_columns([cfg["data"]["text_field"]])
+
+
+class PackedStream:
+    """A Hugging Face dataset read as a stream (``data.streaming``): documents are tokenised
+    and packed into ``seq_len`` sequences as they are read, never held all at once.
+
+    The global order of sequences is the documents in their stored order, cut into
+    consecutive sequences, epoch after epoch (an epoch's last partial sequence is dropped).
+    It does not depend on the world size: every rank reads the whole stream and keeps its own
+    share (``StreamBatches``). A position is the epoch, the source's ``state_dict()`` before a
+    document, and how many of that document's tokens are already used; resuming there
+    re-reads and re-tokenises that one document only. The source keeps the state of its
+    current reading, so one ``sequences()`` iterator at a time reads a given PackedStream.
+    """
+
+    def __init__(self, cfg: dict, split: str, tokenizer: Tokenizer, vocab: int) -> None:
+        self.source = streamed_split(cfg, split)
+        self.start_state = self.source.state_dict()
+        self.tokenizer, self.vocab = tokenizer, vocab
+        self.field, self.seq_len = cfg["data"]["text_field"], cfg["data"]["seq_len"]
+        self.where = f"{cfg['data']['path']} ({split})"
+
+    def encode(self, record: dict) -> list[int]:
+        text = record.get(self.field)
+        if not isinstance(text, str):
+            raise ConfigError(f"{self.where}: a record whose {self.field!r} is not text: {text!r}")
+        ids = self.tokenizer.encode(text)
+        if max(ids) >= self.vocab:
+            raise ConfigError(
+                f"{self.where}: token id {max(ids)} >= the model's vocab_size {self.vocab}"
+            )
+        return ids
+
+    def sequences(self, position: dict | None = None) -> Iterator[tuple[list[int], dict]]:
+        """Endless (sequence, position just after it) pairs, from ``position`` (None: the
+        start)."""
+        position = position or {"epoch": 0, "source": self.start_state, "used": 0}
+        epoch, state, used = position["epoch"], position["source"], position["used"]
+        from_start = state == self.start_state and used == 0
+        while True:
+            self.source.load_state_dict(state)
+            buffer: list[int] = []
+            found = False
+            for record in self.source:
+                ids = self.encode(record)
+                buffer += ids[used:]
+                cut = 0  # cut sequences by an offset: slicing off each one would be quadratic
+                while len(buffer) - cut >= self.seq_len:
+                    sequence, cut = buffer[cut : cut + self.seq_len], cut + self.seq_len
+                    found = True
+                    # What is left of the buffer after a cut is the tail of this document.
+                    left = len(buffer) - cut
+                    yield sequence, {"epoch": epoch, "source": state, "used": len(ids) - left}
+                buffer = buffer[cut:]
+                state, used = self.source.state_dict(), 0  # the state before the next document
+            if from_start and not found:
+                raise ConfigError(
+                    f"{self.where}: fewer than data.seq_len={self.seq_len} tokens in all"
+                )
+            epoch, state, used, from_start = epoch + 1, self.start_state, 0, True
+
+    def head(self, count: int) -> list[torch.Tensor]:
+        """The first ``count`` sequences of one pass (fewer if the split is shorter)."""
+        first: list[torch.Tensor] = []
+        for sequence, position in self.sequences():
+            if position["epoch"] > 0 or len(first) == count:
+                break
+            first.append(torch.tensor(sequence))
+        return first
 
 
 def check_sources(cfg: dict, vocab: int) -> None:
@@ -289,7 +373,11 @@ def check_sources(cfg: dict, vocab: int) -> None:
                 check_vocab(largest + 1, vocab, str(folder / INDEX_FILE), source)
     elif data["kind"] == "hf":
         for split in filter(None, (data["split"], data["val_split"])):
-            columns = load_hf_split(cfg, split).column_names
+            if data["streaming"]:  # a stream's columns may be unknown until a record is read
+                first = next(iter(load_hf_split(cfg, split, streaming=True)), None)
+                columns = sorted(first) if first is not None else []
+            else:
+                columns = load_hf_split(cfg, split).column_names
             if data["text_field"] not in columns:
                 raise ConfigError(
                     f"{data['path']} ({split}): no column {data['text_field']!r} "
@@ -297,7 +385,9 @@ def check_sources(cfg: dict, vocab: int) -> None:
                 )
 
 
-def build_datasets(cfg: dict, vocab: int, rank: int) -> tuple[Dataset, Dataset | None]:
+def build_datasets(
+    cfg: dict, vocab: int, rank: int
+) -> tuple[Dataset | PackedStream, Dataset | PackedStream | None]:
     """(training sequences, validation sequences or None) for ``data.kind``."""
     data, source = cfg["data"], cfg["config_file"]
     kind, val = data["kind"], None
@@ -314,6 +404,12 @@ def build_datasets(cfg: dict, vocab: int, rank: int) -> tuple[Dataset, Dataset |
         val_folder = Path(cfg["base_dir"]) / data["val_path"] if data["val_path"] else folder
         val = TokenShards(val_folder, "val", data["seq_len"])
         val = val if len(val) else None
+    elif data["streaming"]:  # no length: an empty stream is found when it is first read
+        tokenizer = project_tokenizer(cfg, vocab)
+        train = PackedStream(cfg, data["split"], tokenizer, vocab)
+        if data["val_split"]:
+            val = PackedStream(cfg, data["val_split"], tokenizer, vocab)
+        return train, val
     else:
         tokenizer = project_tokenizer(cfg, vocab)
         train = HFSequences(cfg, data["split"], tokenizer, rank)
@@ -404,6 +500,8 @@ class Batches:
         return {"epoch": self.epoch, "consumed": self.consumed}
 
     def load_state_dict(self, state: dict) -> None:
+        if "consumed" not in state:
+            raise ConfigError(CHANGED_SOURCE)
         self.epoch, self.consumed = state["epoch"], state["consumed"]
         self._it = None
 
@@ -423,9 +521,61 @@ class Batches:
         self._it = None
 
 
+CHANGED_SOURCE = (
+    "the checkpoint's data position is for another kind of source (data.streaming changed "
+    "since it was written): resume with the same data settings"
+)
+
+
+class StreamBatches:
+    """Endless micro-batches from a ``PackedStream``, with the position to save.
+
+    Each micro-batch takes the next ``micro_batch x world`` sequences of the global order and
+    rank r keeps those at r, r + world, ...: a step (a fixed global batch) uses the same
+    sequences at any world size, only split otherwise. The position, the same on every rank,
+    is the one just after those sequences, so it is valid at any world size.
+    """
+
+    def __init__(self, stream: PackedStream, micro_batch: int, rank: int, world: int) -> None:
+        self.stream, self.micro_batch, self.rank, self.world = stream, micro_batch, rank, world
+        self.position: dict | None = None  # None: the start of the stream
+        self.sequences = 0  # global sequences used so far, for the logs and the tests
+        self.epoch = 0
+        self._it: Iterator | None = None
+
+    def state_dict(self) -> dict:
+        return {"stream": self.position, "sequences": self.sequences}
+
+    def load_state_dict(self, state: dict) -> None:
+        if "stream" not in state:
+            raise ConfigError(CHANGED_SOURCE)
+        self.position, self.sequences = state["stream"], state["sequences"]
+        self.epoch = self.position["epoch"] if self.position else 0
+        self._it = None
+
+    def next(self) -> torch.Tensor:
+        if self._it is None:
+            self._it = self.stream.sequences(self.position)
+        group = [next(self._it) for _ in range(self.micro_batch * self.world)]
+        self.position = group[-1][1]
+        self.epoch = self.position["epoch"]
+        self.sequences += len(group)
+        return torch.tensor([sequence for sequence, _ in group[self.rank :: self.world]])
+
+    def close(self) -> None:
+        self._it = None
+
+
 def training_batches(
-    dataset: Dataset, micro_batch: int, cfg: dict, rank: int, world: int, device: torch.device
-) -> Batches:
+    dataset: Dataset | PackedStream,
+    micro_batch: int,
+    cfg: dict,
+    rank: int,
+    world: int,
+    device: torch.device,
+) -> Batches | StreamBatches:
+    if isinstance(dataset, PackedStream):
+        return StreamBatches(dataset, micro_batch, rank, world)
     sampler = ResumableSampler(dataset, world, rank, cfg["train"]["seed"])
     loader = DataLoader(
         dataset,
@@ -439,10 +589,12 @@ def training_batches(
 
 
 def validation_batches(
-    dataset: Dataset, micro_batch: int, count: int, rank: int, world: int
+    dataset: Dataset | PackedStream, micro_batch: int, count: int, rank: int, world: int
 ) -> list[torch.Tensor]:
     """The same ``count`` micro-batches of validation data at every evaluation (fewer if the
     set is small), equally many on every rank, so every rank joins every forward."""
+    if isinstance(dataset, PackedStream):  # its first sequences are the validation set
+        dataset = dataset.head(count * micro_batch * world)
     per_rank = min(len(dataset) // world, count * micro_batch)
     if per_rank == 0:
         raise ConfigError(

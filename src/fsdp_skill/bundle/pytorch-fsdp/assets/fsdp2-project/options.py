@@ -33,6 +33,7 @@ DEFAULTS: dict = {
         "val_fraction": 0.0,  # without val_path: hold out this share of the training sequences
         "split": "train",  # hf: the training split
         "val_split": None,  # hf: the validation split
+        "streaming": False,  # hf: read as a stream, tokenised and packed on the fly, in order
         "text_field": "text",
         "tokenizer": None,  # a local tokenizer folder; None: UTF-8 bytes are the tokens
         "seq_len": 256,
@@ -279,6 +280,16 @@ def check_options(cfg: dict, source: str) -> None:
         raise bad("fsdp.replicate", "1 with fsdp.version 1 (HSDP here is FSDP2's 2-D mesh)")
     if get("data.kind") not in DATA_KINDS:
         raise bad("data.kind", " | ".join(DATA_KINDS))
+    if not isinstance(get("data.streaming"), bool):
+        raise bad("data.streaming", "true or false")
+    if get("data.streaming") and get("data.kind") != "hf":
+        raise bad("data.streaming", f"false for data.kind {get('data.kind')!r} (only 'hf' streams)")
+    if get("data.streaming") and get("data.val_fraction"):
+        raise bad(
+            "data.val_fraction", "0 with data.streaming (a stream has no length; use val_split)"
+        )
+    if get("data.streaming") and get("data.num_workers"):
+        raise bad("data.num_workers", "0 with data.streaming (the stream is read in train.py)")
     if get("data.kind") != "synthetic" and not get("data.path"):
         raise bad("data.path", f"set for data.kind {get('data.kind')!r}")
     for key in ["data.text_field", "data.split", "checkpoint.dir", "profile.dir"]:
