@@ -366,3 +366,23 @@ def test_a_pitfalls_tags_do_not_outweigh_a_section_that_explains(bundle, make_pi
     assert _ids("save and resume a checkpoint", bundle)[0] == "fsdp2#writing-state-to-disk"
     # the tags are still searched: a question in their words alone finds the pitfall
     assert "pitfall:ranks-hang-in-barrier" in _ids("barrier hang on resume", bundle)
+
+
+def test_a_misspelt_word_is_searched_as_the_word_one_letter_away(bundle):
+    right = _ids("reshard after forward", bundle, k=1)
+    assert _ids("resahrd after froward", bundle, k=1) == right  # swapped letters
+    assert _ids("reshard aftr forward", bundle, k=1) == right  # a letter left out
+    assert _ids("mixed precison", bundle, k=1) == _ids("mixed precision", bundle, k=1)
+
+
+def test_words_the_index_knows_or_short_ones_are_not_respelt(bundle):
+    from fsdp_skill.search import _spelling_fixes
+
+    def fixes(query: str) -> dict:
+        return index.run(bundle, lambda db: _spelling_fixes(db, weighted_terms(query)))
+
+    assert fixes("resahrd") == {"reshard": STAND_IN}
+    assert fixes("reshards") == {}  # the index stems it: reshard
+    assert fixes("meshs") == {}  # stemmed to mesh, which the index holds
+    assert fixes("dpp") == {}  # too short to tell ddp from dp
+    assert fixes("zzzzzz") == {}  # nothing one letter away

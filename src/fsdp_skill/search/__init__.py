@@ -72,14 +72,33 @@ def search(query: str, k: int = 5, bundle: Path | None = None) -> dict:
     return index.run(_checked(bundle), lambda db: _ranked(db, query, k))
 
 
+def _spelling_fixes(db, weighted: dict[str, int]) -> dict[str, int]:
+    """For each word of the query that no section uses, the word one letter away that most
+    sections use ("notenook" -> notebook, "moduel" -> module), as a stand-in."""
+    from fsdp_skill.search import index
+    from fsdp_skill.search.tokens import STAND_IN, STOP_WORDS, one_letter_off, typo_candidates
+
+    fixes: dict[str, int] = {}
+    for word in typo_candidates(weighted):
+        if index.matches_any(db, word):  # as the index stems it: "crashes" finds "crash"
+            continue
+        near = index.word_counts(db, sorted(one_letter_off(word) - STOP_WORDS))
+        if near:
+            # two letters swapped is the commonest slip ("moduel": module, not model)
+            best = max(near, key=lambda w: (sorted(w) == sorted(word), near[w], w))
+            fixes.setdefault(best, STAND_IN)
+    return {w: n for w, n in fixes.items() if w not in weighted}
+
+
 def _ranked(db, query: str, k: int) -> dict:
     from fsdp_skill.search import errors, index, rank
     from fsdp_skill.search.tokens import weighted_terms
 
     weighted = weighted_terms(query)
-    terms = list(weighted)
-    if not terms:
+    if not weighted:
         return {"query": query, "results": []}
+    weighted.update(_spelling_fixes(db, weighted))
+    terms = list(weighted)
     expression = rank.weighted_expression(weighted)
     leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
     ranked = rank.rerank(leaders, query, terms, k)

@@ -114,6 +114,9 @@ CREATE TABLE section (  -- text last: ranking reads the small columns only
     url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
     seen INTEGER NOT NULL, summary TEXT NOT NULL, text TEXT NOT NULL
 );
+CREATE TABLE word (  -- every word of the sections and in how many it occurs: spelling fixes
+    w TEXT PRIMARY KEY, n INTEGER NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE signature (  -- the error signatures of the pitfalls, as explain matches them
     section TEXT NOT NULL, pattern TEXT NOT NULL, literal TEXT NOT NULL, anchored INTEGER NOT NULL,
     tags TEXT NOT NULL
@@ -147,8 +150,10 @@ def write_index(path: Path, found: list[Section]) -> None:
         db = sqlite3.connect(tmp)
         try:
             db.executescript(_SCHEMA)
+            found_texts = []
             for rowid, s in enumerate(found, start=1):
                 body, code = _prose_and_code(s)
+                found_texts.append(f"{s.title}\n{body}\n{code}")
                 keywords = " ".join(
                     part
                     for part in (
@@ -189,6 +194,7 @@ def write_index(path: Path, found: list[Section]) -> None:
                         s.text,
                     ),
                 )
+            db.executemany("INSERT INTO word VALUES (?,?)", tokens.word_counts(found_texts))
             db.executemany(
                 "INSERT INTO signature VALUES (?,?,?,?,?)",
                 errors.signature_rows({s.id for s in found}),
@@ -372,6 +378,24 @@ def rows(db: sqlite3.Connection, section_ids: list[str]) -> list[tuple]:
         )
     }
     return [found[sid] for sid in section_ids if sid in found]
+
+
+def matches_any(db: sqlite3.Connection, word: str) -> bool:
+    """Whether some section holds ``word``, as the index's tokenizer reads it (stemmed)."""
+    quoted = '"' + word.replace('"', "") + '"'
+    return (
+        db.execute("SELECT 1 FROM fts WHERE fts MATCH ? LIMIT 1", (quoted,)).fetchone() is not None
+    )
+
+
+def word_counts(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:
+    """``{word: number of sections that use it}`` for those of ``words`` the sections use."""
+    found: dict[str, int] = {}
+    for start in range(0, len(words), 500):  # far below SQLite's limit on parameters
+        chunk = words[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        found.update(db.execute(f"SELECT w, n FROM word WHERE w IN ({marks})", chunk))
+    return found
 
 
 def signatures(db: sqlite3.Connection) -> list[tuple[str, str, str, int, str]]:

@@ -39,6 +39,37 @@ STOP_WORDS = frozenset(
 """English words too common in questions to say what a question is about."""
 
 
+_SPELLED = re.compile(r"[a-z][a-z0-9]+")
+TYPO_MIN = 5
+"""Only words at least this long are corrected: one letter off in a shorter word names
+another word too often ("dpp" is one letter from ddp, dp and dpo)."""
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def word_counts(texts: list[str]) -> list[tuple[str, int]]:
+    """``(word, number of texts using it)`` for every lower-case word of ``texts``."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for word in set(_SPELLED.findall(text.lower())):
+            counts[word] = counts.get(word, 0) + 1
+    return sorted(counts.items())
+
+
+def one_letter_off(word: str) -> set[str]:
+    """The words one deletion, swap of neighbours, substitution or insertion away."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deleted = {a + b[1:] for a, b in splits if b}
+    swapped = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaced = {a + c + b[1:] for a, b in splits if b for c in _LETTERS}
+    inserted = {a + c + b for a, b in splits for c in _LETTERS}
+    return (deleted | swapped | replaced | inserted) - {word}
+
+
+def typo_candidates(terms: dict[str, int]) -> list[str]:
+    """The single words of a query that a spelling fix may apply to."""
+    return [t for t in terms if len(t) >= TYPO_MIN and t.isascii() and t.isalpha()]
+
+
 def split_identifier(name: str) -> list[str]:
     """``MixedPrecisionPolicy`` -> mixed, precision, policy; ``init_device_mesh`` -> 3 words."""
     words: list[str] = []
