@@ -386,3 +386,12 @@ def test_words_the_index_knows_or_short_ones_are_not_respelt(bundle):
     assert fixes("meshs") == {}  # stemmed to mesh, which the index holds
     assert fixes("dpp") == {}  # too short to tell ddp from dp
     assert fixes("zzzzzz") == {}  # nothing one letter away
+
+
+def test_frozen_parameters_are_not_a_hang():
+    from fsdp_skill.search.tokens import english_triggers
+
+    assert "requires_grad" in weighted_terms("FSDP with most of the params frozen")
+    assert "hang" not in weighted_terms("FSDP with most of the params frozen")
+    assert "hang" in weighted_terms("my training is frozen after the first step")
+    assert not english_triggers("frozen base model")

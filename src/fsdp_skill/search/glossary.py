@@ -1,6 +1,6 @@
 """Everyday words and Chinese terms, mapped to the words the references use.
 
-A user asks "训练卡住了" or "my job is frozen"; the references say "hang". Each entry maps a
+A user asks "训练卡住了" or "my job freezes"; the references say "hang". Each entry maps a
 term to the index words it stands for. Chinese terms are matched as substrings (Chinese has no
 spaces), longest first; English terms as whole words of the lower-cased query.
 """
@@ -340,7 +340,20 @@ ENGLISH_TERMS: dict[str, str] = {
     "hung": "hang stuck",
     "freeze": "hang",
     "freezes": "hang",
-    "frozen": "hang",
+    # "frozen" alone is left out: in this domain it is mostly parameters (LoRA, a frozen base)
+    "training is frozen": "hang",
+    "training frozen": "hang",
+    "job is frozen": "hang",
+    "gets frozen": "hang",
+    "got frozen": "hang",
+    "frozen params": "requires_grad",
+    "frozen parameters": "requires_grad",
+    "frozen weights": "requires_grad",
+    "frozen layers": "requires_grad",
+    "params frozen": "requires_grad",
+    "parameters frozen": "requires_grad",
+    "weights frozen": "requires_grad",
+    "layers frozen": "requires_grad",
     "deadlock": "hang",
     "deadlocks": "hang",
     "never returns": "hang",

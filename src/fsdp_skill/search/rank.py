@@ -34,7 +34,7 @@ SYMPTOM_WEIGHT = 6.0
 saw says more than any title."""
 _FAILURE = re.compile(
     r"\b(errors?|exceptions?|fail(s|ed|ing|ure)?|crash(es|ed|ing)?|hang(s|ing)?|hung|stucks?"
-    r"|freez(e|es|ing)|frozen|deadlocks?|time[ds] out|oom|nan|inf|killed|segfault"
+    r"|freez(e|es|ing)|deadlocks?|time[ds] out|oom|nan|inf|killed|segfault"
     r"|broken|wrong|mismatch(es|ed)?|incorrect|raises?|traceback|not working"
     r"|(does|did|do|is|was)n'?t work)\b|\w(Error|Exception)\b"
     r"|报错|错误|卡住|卡死|卡在|超时|崩溃|失败|异常|溢出|不动|挂起|爆显存|不足|不够",
