@@ -276,6 +276,16 @@ def test_child_failed_points_at_the_root_cause_ranks_own_error():
     assert detail.startswith("root cause: rank 3 (exit code 1); this text does not hold")
 
 
+def test_a_signal_after_the_ranks_own_exception_is_its_aftermath():
+    raised = explain(_fixture_log("rank_raises"))["matches"]
+    ids = [m["id"] for m in raised]
+    signal = next(m for m in raised if m["id"] == "rank-killed-by-signal")
+    assert ids[0] == "elastic-child-failed" and signal["confidence"] < 0.7
+    assert signal["detail"].startswith("rank 1 raised first (line 6: RuntimeError: data loader")
+    killed = explain(_fixture_log("rank_killed"))["matches"]  # no exception of its own
+    assert killed[0]["id"] == "rank-killed-by-signal" and "detail" not in killed[0]
+
+
 def test_a_log_of_several_ranks_also_gets_the_hang_verdict():
     result = explain(_fixture_log("rank_stalls"))
     assert result["hang"]["verdict"] == "missing-collective"

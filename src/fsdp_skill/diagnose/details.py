@@ -165,6 +165,33 @@ def nccl_warning(norm: Normalized) -> str:
     return ""
 
 
+# --- a signal after the rank's own exception ---------------------------------------------------
+def raised_before_signal(norm: Normalized) -> str:
+    """``rank 1 raised first (line 6: RuntimeError: ...)``, when the rank torchrun reports as
+    killed by a signal printed a Python exception of its own; else "".
+
+    Such a rank was not killed out of the blue: the signal came while it was going down (torch
+    2.13's Gloo aborts at interpreter exit when a process ends without
+    ``destroy_process_group``), and its exception is the cause.
+    """
+    rank, _, _ = _root_cause(norm)
+    own = _own_error(norm, rank) if rank is not None else None
+    if own is None or norm.ranks[own[0]] != rank:
+        return ""
+    line, error = own
+    return (
+        f"rank {rank} raised first (line {line + 1}: {error[:200]}): that exception is the "
+        "cause, the signal came as the process ended"
+    )
+
+
+AFTERMATH: dict[str, Callable[[Normalized], str]] = {
+    "rank-killed-by-signal": raised_before_signal,
+}
+"""Readers that tell, for one text, that a pitfall's match is the aftermath of another error:
+the match then ranks as a consequence, and what the reader says is its detail."""
+
+
 _DETAILS: dict[str, Callable[[Normalized], str]] = {
     "collective-mismatch": collective_mismatch,
     "elastic-child-failed": child_failed,
@@ -179,4 +206,10 @@ _DETAILS: dict[str, Callable[[Normalized], str]] = {
 def detail(pitfall_id: str, norm: Normalized) -> str:
     """The specific facts of this error in this text, or ""."""
     reader = _DETAILS.get(pitfall_id)
+    return reader(norm) if reader else ""
+
+
+def aftermath(pitfall_id: str, norm: Normalized) -> str:
+    """Why this pitfall's match is, in this text, the aftermath of another error, or ""."""
+    reader = AFTERMATH.get(pitfall_id)
     return reader(norm) if reader else ""

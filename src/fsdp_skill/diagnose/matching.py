@@ -76,7 +76,11 @@ def explain(text: str) -> dict:
     if not text or not text.strip():
         raise UsageError("empty input: give an error message, --file LOG, or pipe a log into stdin")
     norm = normalize(text)
-    hits = ranked(_hits(norm))
+    hits = _hits(norm)
+    later = {h.pitfall.id: details.aftermath(h.pitfall.id, norm) for h in hits}
+    for h in hits:
+        h.aftermath = bool(later[h.pitfall.id])
+    hits = ranked(hits)
     matches = []
     for h in hits:
         p = h.pitfall
@@ -96,7 +100,7 @@ def explain(text: str) -> dict:
             "occurrences": h.count,
             "ranks": sorted(h.ranks),
         }
-        detail = details.detail(p.id, norm)
+        detail = later[p.id] or details.detail(p.id, norm)
         if detail:
             match["detail"] = detail
         matches.append(match)

@@ -50,6 +50,8 @@ class Hit:
     count: int = 0
     ranks: set[int] = field(default_factory=set)
     longest: int = 0
+    aftermath: bool = False
+    """In this text the match is the aftermath of another error (ranked as a consequence)."""
 
 
 def required_literal(pattern: str) -> str:
@@ -119,7 +121,8 @@ def confidence(hit: Hit) -> float:
     """How surely the hit names the failure: specific errors above generic families, and
     those above the aftermath of another failure; short matches count less."""
     tags = hit.pitfall.tags
-    score = 0.5 if CONSEQUENCE_TAG in tags else 0.7 if GENERIC_TAG in tags else 0.9
+    consequence = hit.aftermath or CONSEQUENCE_TAG in tags
+    score = 0.5 if consequence else 0.7 if GENERIC_TAG in tags else 0.9
     score += 0.03 * (hit.signatures - 1)
     if hit.longest < 20:
         score -= 0.2
