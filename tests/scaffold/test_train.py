@@ -329,8 +329,8 @@ def test_lint_reports_nothing_on_the_generated_project(project):
     assert report["files"] == len(files)
 
 
-def test_text_files_with_a_short_last_batch_run_several_epochs(tmp_path):
-    """22 sequences from two files on 2 ranks: 11 each, in batches of 4, 4 and 3 per epoch."""
+def test_text_files_run_several_epochs_of_whole_steps(tmp_path):
+    """22 sequences from two files on 2 ranks, 8 per step: 2 steps an epoch, 6 sit each out."""
     project = make_project(tmp_path / "proj", precision="fp32")
     text = "the quick brown fox jumps over the lazy dog, then again. yes, yes! "
     docs = [f"{i:02d} {text}" for i in range(10)]
@@ -342,5 +342,5 @@ def test_text_files_with_a_short_last_batch_run_several_epochs(tmp_path):
     recs, _ = train(project, 2, "--max-steps", "8", "--checkpoint-every", "0")
     recs = step_records(recs)
     assert [r["step"] for r in recs] == list(range(1, 9))
-    assert [r["epoch"] for r in recs] == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert [r["epoch"] for r in recs] == [0, 0, 1, 1, 2, 2, 3, 3]
     assert recs[-1]["loss"] < recs[0]["loss"]

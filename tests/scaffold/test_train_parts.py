@@ -46,11 +46,13 @@ def train(project):
     return Parts
 
 
-def streams(train, n: int, world: int, epoch: int = 0, start: int = 0) -> list[list[int]]:
+def streams(
+    train, n: int, world: int, epoch: int = 0, start: int = 0, step: int = 12
+) -> list[list[int]]:
     dataset = list(range(n))
     out = []
     for rank in range(world):
-        sampler = train.ResumableSampler(dataset, world, rank, seed=7)
+        sampler = train.ResumableSampler(dataset, world, rank, seed=7, step_samples=step)
         sampler.set_epoch(epoch, start=start)
         out.append(list(sampler))
         assert len(sampler) == len(out[-1])
@@ -62,35 +64,75 @@ def interleave(per_rank: list[list[int]]) -> list[int]:
     return [x for group in zip(*per_rank, strict=True) for x in group]
 
 
-@pytest.mark.parametrize("n", [1, 12, 13, 31])
+@pytest.mark.parametrize("n", [12, 13, 31, 47])
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
-def test_every_rank_gets_the_same_count_and_every_sample_is_seen(train, n, world):
-    per_rank = streams(train, n, world)
+def test_every_rank_gets_the_same_count_and_an_epoch_is_whole_steps(train, n, world):
+    per_rank = streams(train, n, world, step=12)
     assert len({len(s) for s in per_rank}) == 1
-    assert set(interleave(per_rank)) == set(range(n))
+    seen = interleave(per_rank)
+    assert len(seen) == n // 12 * 12 and len(set(seen)) == len(seen)  # no sample twice
 
 
 def test_the_global_order_does_not_depend_on_the_world_size(train):
-    n = 24  # divisible by 1..4: no padding
+    n = 31  # not a whole number of steps of 12: the cut is the same at every world size
     orders = {world: interleave(streams(train, n, world)) for world in (1, 2, 3, 4)}
     assert len({tuple(o) for o in orders.values()}) == 1
     assert orders[1] != sorted(orders[1])  # shuffled
-    assert interleave(streams(train, n, 1, epoch=1)) != orders[1]  # reshuffled per epoch
+    next_epoch = interleave(streams(train, n, 1, epoch=1))
+    assert next_epoch != orders[1] and set(next_epoch) != set(orders[1])  # others left out
 
 
 @pytest.mark.parametrize("old, new", [(2, 2), (2, 1), (2, 4), (4, 3)])
-def test_resuming_continues_the_epoch_where_it_stopped(train, old, new):
-    n, batches_done, micro_batch = 37, 3, 2
-    full = interleave(streams(train, n, old))
-    start = batches_done * micro_batch * old  # samples consumed, as train.py counts them
-    resumed = interleave(streams(train, n, new, start=start))
-    if old == new:
-        assert resumed == full[start:]
-    # At another world size: the same remaining samples in the same order, then fewer than
-    # `new` repeats that make the count divide by the new world size.
-    remaining = n - start
-    assert resumed[:remaining] == full[start:n]
-    assert len(resumed) - remaining < new and len(resumed) % new == 0
+def test_resuming_at_any_world_size_continues_with_exactly_the_same_samples(train, old, new):
+    n, steps_done, step = 37, 2, 12
+    full = interleave(streams(train, n, old, step=step))
+    start = steps_done * step  # samples consumed, as train.py counts them
+    assert interleave(streams(train, n, new, start=start, step=step)) == full[start:]
+
+
+def test_less_data_than_one_global_batch_is_a_config_error(project, train):
+    with pytest.raises(project["options"].ConfigError, match="fewer than one global batch"):
+        train.ResumableSampler(list(range(5)), 2, 0, seed=7, step_samples=8)
+
+
+def _rank_batches(project, n: int, world: int, micro: int, step: int, state=None) -> list:
+    from torch.utils.data import DataLoader
+
+    data, dataset, out = project["data"], list(range(n)), []
+    for rank in range(world):
+        sampler = data.ResumableSampler(dataset, world, rank, seed=7, step_samples=step)
+        batches = data.Batches(
+            DataLoader(dataset, batch_size=micro, sampler=sampler), sampler, world
+        )
+        if state is not None:
+            batches.load_state_dict(state)
+        out.append(batches)
+    return out
+
+
+def _step_samples(ranks: list, per_rank_batches: int, steps: int) -> list[set[int]]:
+    """The samples every rank together used in each of ``steps`` optimizer steps."""
+    used = []
+    for _ in range(steps):
+        samples: set[int] = set()
+        for _ in range(per_rank_batches):
+            for batches in ranks:
+                samples |= set(batches.next().tolist())
+        used.append(samples)
+    return used
+
+
+def test_a_resume_at_another_world_size_crosses_the_epoch_end_like_the_first_run(project):
+    n, step = 30, 8  # an epoch is 3 steps of 8 (24 of the 30 samples)
+    uninterrupted = _step_samples(_rank_batches(project, n, 2, 2, step), 2, 5)
+    first = _rank_batches(project, n, 2, 2, step)
+    _step_samples(first, 2, 2)
+    state = first[0].state_dict()
+    assert state == {"epoch": 0, "consumed": 16}
+    for world, micro in ((2, 2), (1, 4), (4, 1), (4, 2)):
+        again = _rank_batches(project, n, world, micro, step, state)
+        per_rank = step // (micro * world)
+        assert _step_samples(again, per_rank, 3) == uninterrupted[2:], (world, micro)
 
 
 @pytest.mark.parametrize(

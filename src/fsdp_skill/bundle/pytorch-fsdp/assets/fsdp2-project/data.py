@@ -458,14 +458,25 @@ def split_off(dataset: Dataset, fraction: float) -> tuple[Dataset, Dataset]:
 class ResumableSampler(DistributedSampler):
     """DistributedSampler that can start an epoch after ``start`` samples already seen.
 
-    The epoch's global order (shuffled by seed + epoch, padded so it divides by the world
-    size) does not depend on the world size, so a position saved at one world size is valid
-    at another. Every rank gets the same number of samples: FSDP modules are not Joinable,
-    so a rank that ran out of batches early would leave the others waiting in a collective.
+    An epoch is its shuffled order (by seed + epoch) cut to a whole number of optimizer steps
+    of ``step_samples`` (the global batch); the few samples left over are left out that epoch,
+    and another shuffle leaves out others the next. Neither the order nor the cut depends on
+    the world size, so a position saved at one world size resumes exactly at another: the
+    same samples in every later step. Every rank gets the same number of samples: FSDP
+    modules are not Joinable, so a rank that ran out of batches early would leave the others
+    waiting in a collective.
     """
 
-    def __init__(self, dataset: Dataset, world: int, rank: int, seed: int) -> None:
+    def __init__(
+        self, dataset: Dataset, world: int, rank: int, seed: int, step_samples: int
+    ) -> None:
         super().__init__(dataset, num_replicas=world, rank=rank, shuffle=True, seed=seed)
+        if len(dataset) < step_samples:
+            raise ConfigError(
+                f"the training data holds {len(dataset)} sequences, fewer than one global "
+                f"batch ({step_samples}): use more data or a smaller batch"
+            )
+        self.step_samples = step_samples
         self.start = 0
 
     def set_epoch(self, epoch: int, start: int = 0) -> None:
@@ -475,11 +486,9 @@ class ResumableSampler(DistributedSampler):
     def _global_order(self) -> list[int]:
         gen = torch.Generator().manual_seed(self.seed + self.epoch)
         order = torch.randperm(len(self.dataset), generator=gen).tolist()
-        padded = math.ceil(len(order) / self.num_replicas) * self.num_replicas
-        order += order[: padded - len(order)]
-        rest = order[self.start :]
-        extra = -len(rest) % self.num_replicas  # a start from another world size may not divide
-        return rest + rest[:extra]
+        rest = order[self.start : len(order) // self.step_samples * self.step_samples]
+        # a position saved with another global batch may leave a part of a step: left out too
+        return rest[: len(rest) // self.step_samples * self.step_samples]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._global_order()[self.rank :: self.num_replicas])
@@ -573,15 +582,18 @@ def training_batches(
     rank: int,
     world: int,
     device: torch.device,
+    step_samples: int,
 ) -> Batches | StreamBatches:
+    """Micro-batches of ``micro_batch`` sequences for this rank; ``step_samples`` sequences
+    (the global batch) make one optimizer step."""
     if isinstance(dataset, PackedStream):
         return StreamBatches(dataset, micro_batch, rank, world)
-    sampler = ResumableSampler(dataset, world, rank, cfg["train"]["seed"])
+    sampler = ResumableSampler(dataset, world, rank, cfg["train"]["seed"], step_samples)
     loader = DataLoader(
         dataset,
         batch_size=micro_batch,
         sampler=sampler,
-        drop_last=False,  # the last batch may be short, but it is equally short on every rank
+        drop_last=False,  # an epoch is whole steps: every micro-batch is full
         num_workers=cfg["data"]["num_workers"],
         pin_memory=device.type == "cuda",
     )

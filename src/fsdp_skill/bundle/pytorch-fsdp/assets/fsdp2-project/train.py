@@ -259,7 +259,9 @@ def train(cfg, hf_config, source, plan, micro, accum, rank, world, device, mesh)
         signal.signal(sig, request_stop)
 
     train_set, val_set = build_datasets(cfg, hf_config.vocab_size, rank)
-    batches = training_batches(train_set, micro, cfg, rank, world, device)
+    batches = training_batches(
+        train_set, micro, cfg, rank, world, device, plan["global_batch_size"]
+    )
     evaluating = cfg["eval"]["every"] > 0
     val_batches, tokenizer = [], None
     if evaluating:
