@@ -8,13 +8,12 @@ the error line as published in the issue named by the pitfall's ``signature_sour
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from fsdp_skill import knowledge
 from fsdp_skill.diagnose import explain
 from fsdp_skill.diagnose.matching import CONSEQUENCE_TAG, signature_matches
+from fsdp_skill.diagnose.normalize import QUOTES
 from tests.diagnose.capture import (
     BATCH_EXPECTED,
     CASE_EXPECTED,
@@ -95,12 +94,9 @@ def test_signatures_hold_no_characters_that_normalising_removes(pitfall):
     """Quotes and backticks are dropped from the text before matching, so a signature that
     holds one can never match."""
     for signature in pitfall.signatures:
-        assert not _REMOVED.search(signature), (
+        assert not QUOTES.search(signature), (
             f"{pitfall.id}: {signature!r} holds a quote or backtick; write it without"
         )
-
-
-_REMOVED = re.compile("[`'\"\u2018\u2019\u201c\u201d]")
 
 
 @pytest.mark.parametrize("pitfall_id", sorted(NEAR_MISSES))

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from fsdp_skill.diagnose.prefixes import strip_prefixes
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]")
-_QUOTES = re.compile(r"\\{0,4}[`'\"\u2018\u2019\u201c\u201d]")
+QUOTES = re.compile(r"\\{0,4}[`'\"\u2018\u2019\u201c\u201d]")
+"""The quotes and backticks matching drops (an escaping backslash included)."""
 # "(WorkerDict pid=9092) ", "> " (a quoted reply), rich-traceback borders.
 _LEAD = re.compile(r"^\s{0,40}(?:(?:>|\u2502|\u2503|\|)(?=\s)|\([A-Za-z_]\w{0,60} pid=\d{1,10}\))")
 _TRAIL = re.compile(r"\s(?:\u2502|\u2503)\s{0,40}$")
@@ -77,7 +78,7 @@ def normalize(text: str) -> Normalized:
     lines = clean.split("\n") if clean else []
     normal = [_undecorated(line) for line in lines]
     # Quotes and blank runs go in one pass over the whole text (lines keep their count).
-    normal = _BLANKS_IN_LINE.sub(" ", _QUOTES.sub("", "\n".join(normal))).split("\n")
+    normal = _BLANKS_IN_LINE.sub(" ", QUOTES.sub("", "\n".join(normal))).split("\n")
     normal = [line.strip() for line in normal]
     starts, pos = [], 0
     for line in normal:

@@ -82,7 +82,7 @@ def _spelling_fixes(db, weighted: dict[str, int]) -> dict[str, int]:
     for word in typo_candidates(weighted):
         if index.matches_any(db, word):  # as the index stems it: "crashes" finds "crash"
             continue
-        near = index.word_counts(db, sorted(one_letter_off(word) - STOP_WORDS))
+        near = index.known_words(db, sorted(one_letter_off(word) - STOP_WORDS))
         if near:
             # two letters swapped is the commonest slip ("moduel": module, not model)
             best = max(near, key=lambda w: (sorted(w) == sorted(word), near[w], w))

@@ -194,7 +194,9 @@ def write_index(path: Path, found: list[Section]) -> None:
                         s.text,
                     ),
                 )
-            db.executemany("INSERT INTO word VALUES (?,?)", tokens.word_counts(found_texts))
+            db.executemany(
+                "INSERT INTO word VALUES (?,?)", tokens.document_frequencies(found_texts)
+            )
             db.executemany(
                 "INSERT INTO signature VALUES (?,?,?,?,?)",
                 errors.signature_rows({s.id for s in found}),
@@ -388,7 +390,7 @@ def matches_any(db: sqlite3.Connection, word: str) -> bool:
     )
 
 
-def word_counts(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:
+def known_words(db: sqlite3.Connection, words: list[str]) -> dict[str, int]:
     """``{word: number of sections that use it}`` for those of ``words`` the sections use."""
     found: dict[str, int] = {}
     for start in range(0, len(words), 500):  # far below SQLite's limit on parameters

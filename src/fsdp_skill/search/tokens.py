@@ -46,7 +46,7 @@ another word too often ("dpp" is one letter from ddp, dp and dpo)."""
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def word_counts(texts: list[str]) -> list[tuple[str, int]]:
+def document_frequencies(texts: list[str]) -> list[tuple[str, int]]:
     """``(word, number of texts using it)`` for every lower-case word of ``texts``."""
     counts: dict[str, int] = {}
     for text in texts:
