@@ -127,3 +127,12 @@ def bundle(tmp_path, monkeypatch) -> Path:
         "Initializes a `DeviceMesh` based on the given parameters.\n"
     )
     return root
+
+
+@pytest.fixture
+def no_earlier_questions(tmp_path, monkeypatch) -> None:
+    """Index without the shipped earlier questions: for tests of what the text alone finds."""
+    from fsdp_skill.search import asked
+
+    monkeypatch.setenv("FSDP_SKILL_CACHE", str(tmp_path / "cache-text-only"))
+    monkeypatch.setattr(asked, "ASKED_FILE", tmp_path / "no-asked.toml")

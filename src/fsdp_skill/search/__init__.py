@@ -101,7 +101,11 @@ def _ranked(db, query: str, k: int) -> dict:
     terms = list(weighted)
     expression = rank.weighted_expression(weighted)
     leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
-    ranked = rank.rerank(leaders, query, terms, k)
+    ranked = rank.rerank(leaders, query, terms, len(leaders))
+    votes = rank.asked_votes(index.asked_like(db, expression, rank.ASKED_NEIGHBOURS))
+    found = {row[1] for row in ranked}
+    more = index.rows(db, [sid for sid in votes if sid not in found])
+    ranked = rank.lend_answers(ranked, more, votes)[:k]
     quoted = errors.matched(query, index.signatures(db))
     if quoted:  # an error message the question pastes: explain's pitfalls answer it
         ranked = rank.first(index.rows(db, quoted), ranked, k)

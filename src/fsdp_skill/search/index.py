@@ -38,6 +38,7 @@ _CODE = (
     "glossary.py",
     "summary.py",
     "errors.py",
+    "asked.py",
 )
 _STALE_AFTER_S = 7 * 24 * 3600
 
@@ -66,14 +67,24 @@ def content_key(bundle: Path) -> str:
     A long-lived process (the MCP server) asks again and again: pages whose names, sizes and
     modification times are unchanged are not read and hashed a second time.
     """
+    from fsdp_skill.search.asked import ASKED_FILE
+
     entries = pages.page_entries(bundle)
-    stamp = (str(bundle), *((e.name, *_stat(e)) for e in entries))
+    stamp = (str(bundle), _file_stamp(ASKED_FILE), *((e.name, *_stat(e)) for e in entries))
     key = _KEYS.get(stamp)
     if key is None:
         key = _hash([Path(e.path) for e in entries])
         _KEYS.clear()  # one bundle per process in practice; never let the cache grow
         _KEYS[stamp] = key
     return key
+
+
+def _file_stamp(path: Path) -> tuple[str, int, int]:
+    try:
+        info = path.stat()
+    except OSError:
+        return (str(path), -1, -1)
+    return str(path), info.st_size, info.st_mtime_ns
 
 
 def _stat(entry: os.DirEntry) -> tuple[int, int]:
@@ -86,9 +97,12 @@ def _hash(files: list[Path]) -> str:
     here = Path(__file__).parent
     for name in _CODE:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+    from fsdp_skill.search.asked import ASKED_FILE  # the questions the index learns from
     from fsdp_skill.search.errors import knowledge_files  # the signatures the index copies
 
-    for path in knowledge_files():
+    for path in [*knowledge_files(), ASKED_FILE]:
+        if not path.is_file():
+            continue
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     for page in files:
         try:
@@ -114,6 +128,10 @@ CREATE TABLE section (  -- text last: ranking reads the small columns only
     url TEXT NOT NULL, kind TEXT NOT NULL, intro INTEGER NOT NULL, lean INTEGER NOT NULL,
     seen INTEGER NOT NULL, summary TEXT NOT NULL, text TEXT NOT NULL
 );
+CREATE VIRTUAL TABLE asked USING fts5(  -- questions asked before, one row per answer
+    section UNINDEXED, terms,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
 CREATE TABLE word (  -- every word of the sections and in how many it occurs: spelling fixes
     w TEXT PRIMARY KEY, n INTEGER NOT NULL
 ) WITHOUT ROWID;
@@ -137,11 +155,20 @@ def _prose_and_code(section: Section) -> tuple[str, str]:
     return prose, code
 
 
-def write_index(path: Path, found: list[Section]) -> None:
-    """Build the index of ``found`` at ``path`` (written aside, then renamed)."""
+def write_index(
+    path: Path, found: list[Section], asked_before: list[tuple[str, tuple[str, ...]]] | None = None
+) -> None:
+    """Build the index of ``found`` at ``path`` (written aside, then renamed).
+
+    ``asked_before``: the questions answered before, ``(question, section ids)``; by default
+    those the package ships (``knowledge/asked.toml``).
+    """
     import tempfile  # imported only when writing: a search skips their import cost
 
-    from fsdp_skill.search import errors, sections, summary, tokens
+    from fsdp_skill.search import asked, errors, sections, summary, tokens
+
+    if asked_before is None:
+        asked_before = asked.load()
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -196,6 +223,10 @@ def write_index(path: Path, found: list[Section]) -> None:
                 )
             db.executemany(
                 "INSERT INTO word VALUES (?,?)", tokens.document_frequencies(found_texts)
+            )
+            db.executemany(
+                "INSERT INTO asked VALUES (?,?)",
+                asked.rows(asked_before, {s.id for s in found if s.kind != sections.INDEX_KIND}),
             )
             db.executemany(
                 "INSERT INTO signature VALUES (?,?,?,?,?)",
@@ -365,6 +396,16 @@ def leaders(
         " FROM fts JOIN section s ON s.rowid = fts.rowid"
         " WHERE fts MATCH ? ORDER BY score LIMIT ?",
         (*weights, expression, limit),
+    ).fetchall()
+
+
+def asked_like(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[str, float]]:
+    """The answers of the ``limit`` earlier questions most like ``expression``:
+    ``(section id, bm25)``, most alike first (several rows may name one section)."""
+    return db.execute(
+        "SELECT section, bm25(asked) AS score FROM asked WHERE asked MATCH ?"
+        " ORDER BY score LIMIT ?",
+        (expression, limit),
     ).fetchall()
 
 

@@ -14,6 +14,10 @@ names only its setting and its symptom ("NCCL error on multi-GPU training") gets
 that say what the user sees (triage guides) before the pitfalls that share one of its words; a
 section that is only links or a heading comes after every section with content.
 
+Last, the questions asked before (``asked.py``) lend their answers: the sections that
+answered the earlier questions most like this one gain in proportion to the likeness, and
+join the candidates when BM25 did not find them.
+
 The constants were chosen on the tuned part of the question corpus
 (``benchmarks/search_corpus.toml``); its hold-out part was never used to choose them.
 """
@@ -172,6 +176,35 @@ def rerank(rows: list[tuple], query: str, terms: list[str], k: int) -> list[tupl
         scored.append((score, row))
     scored.sort(key=lambda pair: (pair[1][7], -pair[0]))
     return [(*row[:-1], score) for score, row in scored[:k]]
+
+
+ASKED_NEIGHBOURS = 10
+"""How many of the earlier questions most like the new one lend it their answers."""
+ASKED_WEIGHT = 0.3
+"""An answer of the most alike earlier question gains this share of the best section's score;
+answers of less alike ones gain in proportion to their BM25 score against the best's."""
+
+
+def asked_votes(alike: list[tuple[str, float]]) -> dict[str, float]:
+    """``{section id: likeness}`` from ``(section id, bm25)`` rows of earlier questions, most
+    alike first: a section's likeness is its most alike question's score over the best's."""
+    if not alike:
+        return {}
+    best = alike[0][1] or -1.0
+    votes: dict[str, float] = {}
+    for section_id, bm25 in alike:
+        votes.setdefault(section_id, bm25 / best)
+    return votes
+
+
+def lend_answers(ranked: list[tuple], more: list[tuple], votes: dict[str, float]) -> list[tuple]:
+    """``ranked`` (re-ranked rows) and ``more`` (rows of voted sections BM25 did not find, as
+    ``index.rows`` gives them) re-scored with ``votes``, best first; sections without content
+    of their own still come last."""
+    top = max((row[-1] for row in ranked), default=1.0) or 1.0
+    scored = [(*row[:-1], row[-1] + ASKED_WEIGHT * top * votes.get(row[1], 0.0)) for row in ranked]
+    scored += [(*row[:-1], ASKED_WEIGHT * top * votes[row[1]]) for row in more]
+    return sorted(scored, key=lambda row: (row[7], -row[-1]))
 
 
 def first(leading: list[tuple], ranked: list[tuple], k: int) -> list[tuple]:

@@ -1,0 +1,65 @@
+"""Questions asked before, and the sections that answered them.
+
+``knowledge/asked.toml`` holds questions people asked in public (GitHub issues, forums), each
+with the sections that answer it. The index stores their search terms; a new question that
+reads like an old one lifts the old one's answers, the way a search engine learns from what
+was asked before. It helps most where words alone fail: "FSDP uses as much memory as DDP"
+shares few words with the section on wrapping blocks, but earlier questions phrased like it
+were answered there.
+
+Read only when the index is built: a search never parses the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ASKED_FILE = Path(__file__).resolve().parent.parent / "knowledge" / "asked.toml"
+GUIDE = "guide:"
+"""A label ``guide:<id>``: any section of that guide; stored as the guide's opening section."""
+
+
+def load(path: Path | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """``(question, answering section ids)`` for every question of ``path`` (default: the
+    shipped file; none if absent)."""
+    return [(e["q"], section_ids(e)) for e in load_entries(path)]
+
+
+def load_entries(path: Path | None = None) -> list[dict]:
+    """The entries of ``path`` (default: the shipped file) as written: ``{"q", "source", "ids"}``."""
+    path = path or ASKED_FILE
+    if not path.is_file():
+        return []
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    return tomllib.loads(path.read_text(encoding="utf-8")).get("asked", [])
+
+
+def section_ids(entry: dict) -> tuple[str, ...]:
+    """The sections that answer one entry's question."""
+    return tuple(section_id(label) for label in entry["ids"])
+
+
+def section_id(label: str) -> str:
+    """The section a label names (``guide:fsdp2`` -> ``fsdp2``, the guide's opening)."""
+    return label[len(GUIDE) :] if label.startswith(GUIDE) else label
+
+
+def rows(asked: list[tuple[str, tuple[str, ...]]], section_ids: set[str]) -> list[tuple[str, str]]:
+    """``(section id, search terms)`` for each question and each of its answers the bundle has.
+
+    The terms are the question as a search reads it (identifiers split, Chinese through the
+    glossary), a term repeated as often as it weighs, so old and new questions meet in the
+    same words."""
+    from fsdp_skill.search.tokens import weighted_terms
+
+    out = []
+    for question, answers in asked:
+        terms = " ".join(t for t, n in weighted_terms(question).items() for _ in range(n))
+        if not terms:
+            continue
+        out.extend((sid, terms) for sid in dict.fromkeys(answers) if sid in section_ids)
+    return out
