@@ -152,6 +152,15 @@ PUBLISHED: dict[str, list[str]] = {
         # https://github.com/chenbinghui1/DSL/issues/28 (the issue's title)
         "KeyError: 'RANK'",
     ],
+    "torchrun-libuv-on-windows": [
+        # https://github.com/datastone-spirit/spirit-lora-trainer/issues/7 (the issue's title)
+        "torch.distributed.DistStoreError: use_libuv was requested but PyTorch was built without "
+        "libuv support, run with USE_LIBUV=0 to disable it.",
+    ],
+    "torchrun-not-on-path": [
+        # https://github.com/hiyouga/LlamaFactory/issues/5216 (the issue's title)
+        "/bin/sh: 1: torchrun: not found",
+    ],
 }
 
 NEAR_MISSES: dict[str, list[str]] = {
@@ -221,4 +230,13 @@ NEAR_MISSES: dict[str, list[str]] = {
     ],
     "cpu-tensor-on-nccl-group": ["Tensors must be contiguous"],
     "meta-device-model-not-materialized": ["copied the metadata out of the tensor"],
+    "torchrun-libuv-on-windows": [
+        "init_method=tcp://127.0.0.1:29500?use_libuv=0: the store was built without libuv",
+    ],
+    "torchrun-not-on-path": [
+        "torchrun: error: the following arguments are required: training_script",
+    ],
+    "ddp-wrapper-attribute": [
+        "AttributeError: 'FullyShardedDataParallel' object has no attribute '_fsdp_wrapped_module'",
+    ],
 }

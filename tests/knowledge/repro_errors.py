@@ -110,6 +110,12 @@ def find_unused_without_unused() -> None:
         model(torch.randn(1, 2)).sum().backward()
 
 
+def ddp_attribute() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    _ = DDP(nn.Linear(2, 2)).in_features  # the attribute is on .module
+
+
 def nccl_not_built() -> None:
     # The CPU wheel has no NCCL, as the Windows and macOS wheels have none.
     dist.new_group([0], backend="nccl")
@@ -172,6 +178,7 @@ CASES: dict[str, Callable[[], None]] = {
     "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,
     "mesh_with_device_index": mesh_with_device_index,
     "find_unused_without_unused": find_unused_without_unused,
+    "ddp_attribute": ddp_attribute,
     "nccl_not_built": nccl_not_built,
     "init_twice": init_twice,
     "env_rank_missing": env_rank_missing,

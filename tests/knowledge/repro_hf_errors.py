@@ -69,12 +69,22 @@ def _generate_fsdp1(use_orig_params: bool) -> None:
     model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2, do_sample=False)
 
 
+def device_map_auto() -> None:
+    from accelerate import Accelerator
+
+    model = _tiny_llama()
+    # what from_pretrained(device_map="auto") records when it spreads a model over two GPUs
+    model.hf_device_map = {"model": 0, "lm_head": 1}
+    Accelerator(cpu=True).prepare(model)
+
+
 CASES: dict[str, Callable[[], None]] = {
     "wrap_class_accelerate": wrap_class_accelerate,
     "wrap_class_peft": wrap_class_peft,
     "integer_flatten": integer_flatten,
     "generate_fsdp1_orig_params": lambda: _generate_fsdp1(True),
     "generate_fsdp1_flat_params": lambda: _generate_fsdp1(False),
+    "device_map_auto": device_map_auto,  # last: it leaves Accelerate's state set up
 }
 
 
