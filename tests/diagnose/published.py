@@ -156,6 +156,8 @@ PUBLISHED: dict[str, list[str]] = {
         # https://github.com/datastone-spirit/spirit-lora-trainer/issues/7 (the issue's title)
         "torch.distributed.DistStoreError: use_libuv was requested but PyTorch was built without "
         "libuv support, run with USE_LIBUV=0 to disable it.",
+        # https://github.com/pytorch/pytorch/issues/139990 (torch 2.5's wording)
+        "RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
     ],
     "torchrun-not-on-path": [
         # https://github.com/hiyouga/LlamaFactory/issues/5216 (the issue's title)
