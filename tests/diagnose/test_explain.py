@@ -286,6 +286,19 @@ def test_a_signal_after_the_ranks_own_exception_is_its_aftermath():
     assert killed[0]["id"] == "rank-killed-by-signal" and "detail" not in killed[0]
 
 
+def test_the_root_cause_is_looked_up_once_per_text(monkeypatch):
+    from fsdp_skill.diagnose import details
+
+    calls = []
+    real = details._root_cause
+    monkeypatch.setattr(details, "_root_cause", lambda norm: calls.append(1) or real(norm))
+    ids = [m["id"] for m in explain(_fixture_log("rank_raises"))["matches"]]
+    assert {"elastic-child-failed", "rank-killed-by-signal"} <= set(ids)
+    assert len(calls) == 1  # both pitfalls' details read the same failure
+    explain(_fixture_log("rank_raises"))
+    assert len(calls) == 2  # a new text (even the same words) is read afresh
+
+
 def test_a_log_of_several_ranks_also_gets_the_hang_verdict():
     result = explain(_fixture_log("rank_stalls"))
     assert result["hang"]["verdict"] == "missing-collective"

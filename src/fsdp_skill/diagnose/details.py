@@ -9,6 +9,7 @@ error code quotes the warning NCCL printed about the call that failed.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable
 
 from fsdp_skill.diagnose.normalize import Normalized
@@ -101,12 +102,24 @@ def _own_error(norm: Normalized, rank: int | None) -> tuple[int, str] | None:
     return fallback
 
 
+_LAST_FAILURE: list = [lambda: None, None]
+"""A weak reference to the text last asked about, and its failure: two readers ask for the
+same one in a row (a weak one, so a long-lived server does not keep a large log alive)."""
+
+
+def _failure(norm: Normalized) -> tuple[tuple[int | None, str, str], tuple[int, str] | None]:
+    """``_root_cause`` and that rank's ``_own_error``, each one pass over the text, once per text."""
+    if _LAST_FAILURE[0]() is not norm:
+        cause = _root_cause(norm)
+        _LAST_FAILURE[:] = [weakref.ref(norm), (cause, _own_error(norm, cause[0]))]
+    return _LAST_FAILURE[1]
+
+
 def child_failed(norm: Normalized) -> str:
     """Where the root-cause rank's own error is, or what to do to get it."""
-    rank, code, said = _root_cause(norm)
+    (rank, code, said), own = _failure(norm)
     who = f"rank {rank}" if rank is not None else "the first failed rank"
     exit_text = f" (exit code {code})" if code else ""
-    own = _own_error(norm, rank)
     if own:
         line, error = own
         return f"root cause: {who}{exit_text}; its own error, line {line + 1}: {error[:200]}"
@@ -174,9 +187,8 @@ def raised_before_signal(norm: Normalized) -> str:
     2.13's Gloo aborts at interpreter exit when a process ends without
     ``destroy_process_group``), and its exception is the cause.
     """
-    rank, _, _ = _root_cause(norm)
-    own = _own_error(norm, rank) if rank is not None else None
-    if own is None or norm.ranks[own[0]] != rank:
+    (rank, _, _), own = _failure(norm)
+    if rank is None or own is None or norm.ranks[own[0]] != rank:
         return ""
     line, error = own
     return (
