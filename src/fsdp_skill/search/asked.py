@@ -3,9 +3,9 @@
 ``knowledge/asked.toml`` holds questions people asked in public (GitHub issues, forums), each
 with the sections that answer it. The index stores their search terms; a new question that
 reads like an old one lifts the old one's answers, the way a search engine learns from what
-was asked before. It helps most where words alone fail: "FSDP uses as much memory as DDP"
-shares few words with the section on wrapping blocks, but earlier questions phrased like it
-were answered there.
+was asked before. It helps most where the question's words point elsewhere: "The DDP hung up
+at torch.nn.parallel.DistributedDataParallel(model)" shares its words with the DDP pitfalls,
+but earlier questions phrased like it were answered by the hang triage.
 
 Read only when the index is built: a search never parses the file.
 """
