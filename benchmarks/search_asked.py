@@ -11,16 +11,14 @@ seen. Run it after changing the corpus or its labels; a test fails while the fil
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from search_bench import CORPUS, is_holdout, questions_of, rejudged  # noqa: E402
+from search_bench import CORPUS, is_holdout, questions_of, rejudged, toml_string  # noqa: E402
 
+from fsdp_skill import atomic  # noqa: E402
 from fsdp_skill.search.asked import ASKED_FILE  # noqa: E402
 
 HEADER = """\
@@ -31,21 +29,16 @@ HEADER = """\
 """
 
 
-def _string(text: str) -> str:
-    """A TOML basic string (JSON's escapes are TOML's; DEL is the one TOML adds)."""
-    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
 def render() -> str:
     """The file's text, from the corpus and its re-judged labels."""
     parts = [HEADER]
     for question in rejudged(questions_of(CORPUS)):
         if is_holdout(question.source) or not question.answers:
             continue
-        ids = ", ".join(_string(a) for a in sorted(question.answers))
+        ids = ", ".join(toml_string(a) for a in sorted(question.answers))
         parts.append(
-            f"\n[[asked]]\nq = {_string(question.text)}\n"
-            f"source = {_string(question.source)}\nids = [{ids}]\n"
+            f"\n[[asked]]\nq = {toml_string(question.text)}\n"
+            f"source = {toml_string(question.source)}\nids = [{ids}]\n"
         )
     return "".join(parts)
 
@@ -61,10 +54,7 @@ def main() -> int:
             print(f"{ASKED_FILE.name} is stale: run benchmarks/search_asked.py", file=sys.stderr)
             return 1
         return 0
-    fd, tmp = tempfile.mkstemp(dir=ASKED_FILE.parent, prefix=".asked.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(tmp, ASKED_FILE)
+    atomic.write_text(ASKED_FILE, text)
     print(f"wrote {ASKED_FILE} ({text.count('[[asked]]')} questions)")
     return 0
 

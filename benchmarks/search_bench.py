@@ -51,6 +51,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from fsdp_skill.search import _ranked as ranked_results
 from fsdp_skill.search import asked, bundle_dir, index, search, sections
+from fsdp_skill.search.asked import GUIDE
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "search_corpus.toml"
@@ -59,23 +60,33 @@ RELABEL = HERE / "search_relabel.toml"
 """The corpus's labels as re-judged blind (``search_judge.py``): reported beside the originals."""
 DEPTH = 10
 HOLDOUT_EVERY = 5
-GUIDE = "guide:"
 
 
 def load(path: Path) -> list[dict]:
     return tomllib.loads(path.read_text(encoding="utf-8"))["question"]
 
 
+def toml_string(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's; DEL is the one TOML adds)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
 def is_chinese(text: str) -> bool:
     return bool(re.search(r"[\u3400-\u9fff]", text))
 
 
-def is_holdout(source: str) -> bool:
-    """A fixed fifth of the corpus, chosen by the source URL alone (stable, unbiased)."""
+def _source_number(source: str, person: bytes = b"") -> int:
+    """A number fixed by the source URL alone (stable, unbiased), for splitting the corpus."""
     from hashlib import blake2b
 
-    digest = blake2b(source.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % HOLDOUT_EVERY == 0
+    return int.from_bytes(blake2b(source.encode(), digest_size=8, person=person).digest(), "big")
+
+
+def is_holdout(source: str) -> bool:
+    """A fixed fifth of the corpus, chosen by the source URL alone."""
+    return _source_number(source) % HOLDOUT_EVERY == 0
 
 
 @dataclass(frozen=True)
@@ -199,10 +210,8 @@ class Searcher:
 
 
 def fold_of(source: str) -> int:
-    from hashlib import blake2b
-
-    digest = blake2b(source.encode(), digest_size=8, person=b"folds").digest()
-    return int.from_bytes(digest, "big") % FOLDS
+    """The fold of a tuned question (a hash of its source apart from the hold-out's)."""
+    return _source_number(source, b"folds") % FOLDS
 
 
 def table_rows(

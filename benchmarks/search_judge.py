@@ -36,8 +36,17 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from search_bench import CORPUS, GUIDE, RELABEL, PlainBM25, question_key, questions_of
+from search_bench import (
+    CORPUS,
+    GUIDE,
+    RELABEL,
+    PlainBM25,
+    question_key,
+    questions_of,
+    toml_string,
+)
 
+from fsdp_skill import atomic
 from fsdp_skill.search import bundle_dir, index, search, sections, summary
 
 TOP = 3
@@ -118,12 +127,8 @@ def pool(out: Path, key_file: Path, bundle: Path) -> None:
     print(f"{len(keys)} questions, {shown} candidates to judge -> {out}", file=sys.stderr)
 
 
-def _toml_string(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _toml_list(items: list[str]) -> str:
-    return "[" + ", ".join(_toml_string(i) for i in items) + "]"
+    return "[" + ", ".join(toml_string(i) for i in items) + "]"
 
 
 def apply(key_file: Path, verdict_file: Path) -> None:
@@ -170,20 +175,20 @@ def write_relabel(recorded: dict[str, dict]) -> None:
     parts = [header]
     for e in order:
         judged = ", ".join(
-            f"{_toml_string(s)} = {'true' if ok else 'false'}"
+            f"{toml_string(s)} = {'true' if ok else 'false'}"
             for s, ok in sorted(e["judged"].items())
         )
         parts.append(
             "[[rejudged]]\n"
-            f"key = {_toml_string(e['key'])}\n"
-            f"q = {_toml_string(e['q'])}\n"
-            f"source = {_toml_string(e['source'])}\n"
+            f"key = {toml_string(e['key'])}\n"
+            f"q = {toml_string(e['q'])}\n"
+            f"source = {toml_string(e['source'])}\n"
             f"old = {_toml_list(e['old'])}\n"
             f"new = {_toml_list(e['new'])}\n"
-            f"reason = {_toml_string(e['reason'])}\n"
+            f"reason = {toml_string(e['reason'])}\n"
             f"judged = {{ {judged} }}\n\n"
         )
-    RELABEL.write_text("".join(parts), encoding="utf-8")
+    atomic.write_text(RELABEL, "".join(parts))
 
 
 def main() -> None:
