@@ -44,6 +44,13 @@ from torch.distributed.fsdp import fully_shard
 
 dist.init_process_group("gloo")
 
+
+def report(*words):
+    # one line from rank 0 only: two ranks printing to one pipe can interleave their lines
+    if dist.get_rank() == 0:
+        print(*words, flush=True)
+
+
 # FSDP001: an optimizer built before fully_shard holds tensors the model no longer uses
 model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
 stale = torch.optim.AdamW(model.parameters(), lr=0.1)
@@ -54,7 +61,7 @@ before = [p.detach().full_tensor().clone() for p in model.parameters()]
 model(torch.randn(4, 8)).sum().backward()
 stale.step()
 after = [p.detach().full_tensor() for p in model.parameters()]
-print("STEP_CHANGED", any(not torch.equal(a, b) for a, b in zip(before, after)))
+report("STEP_CHANGED", any(not torch.equal(a, b) for a, b in zip(before, after)))
 
 
 # FSDP018: a method that reads a sharded module's weights outside forward
@@ -74,9 +81,9 @@ encoder = Encoder()
 fully_shard(encoder)
 try:
     encoder.encode(torch.randn(2, 8))
-    print("ENCODE_OK")
+    report("ENCODE_OK")
 except RuntimeError as exc:
-    print("ENCODE_FAILED", "mixed torch.Tensor and DTensor" in str(exc))
+    report("ENCODE_FAILED", "mixed torch.Tensor and DTensor" in str(exc))
 dist.destroy_process_group()
 """
 
