@@ -1,7 +1,10 @@
-"""Facts the launch pitfalls state, checked against the installed torch and accelerate.
+"""Facts the launch pitfalls and guides state, checked against the installed torch,
+accelerate and transformers.
 
 torchrun-libuv-on-windows, torchrun-not-on-path and device-map-auto-under-distributed explain
-their errors with how the packages behave; these tests fail when a release changes that.
+their errors with how the packages behave, elastic-restarts says how restarts are counted on
+each node, checkpointing what a Trainer writes on each node; these tests fail when a release
+changes that.
 """
 
 from __future__ import annotations
@@ -10,10 +13,14 @@ import ast
 import importlib
 import importlib.metadata
 import inspect
+import subprocess
 import sys
+import textwrap
 
 import pytest
 import torch.distributed as dist
+
+from tests.distributed import free_port, quiet_env
 
 # torch.distributed.rendezvous is also a function's name there: take the module itself
 rendezvous = importlib.import_module("torch.distributed.rendezvous")
@@ -72,3 +79,73 @@ def test_accelerate_refuses_only_a_device_map_with_several_entries():
     whole.hf_device_map = {"": 0}
     assert accelerator.verify_device_map(split) is True
     assert accelerator.verify_device_map(whole) is False
+
+
+# A worker on node "b" fails on its first start; the worker on node "a" is healthy and only
+# reports once its agent has restarted it (its marker file exists by then).
+TWO_NODES = """
+import os, sys, time
+node, count = os.environ["NODE_NAME"], os.environ["TORCHELASTIC_RESTART_COUNT"]
+marker = os.path.join(os.environ["MARKERS"], node)
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    if node == "b":
+        sys.exit(1)
+    time.sleep(60)
+print(f"node {node} restart count {count}", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_each_node_counts_only_its_own_restarts(tmp_path):
+    """elastic-restarts: after node b's worker failed, b's workers read 1, a's read 0."""
+    script = tmp_path / "two_nodes.py"
+    script.write_text(textwrap.dedent(TWO_NODES))
+    endpoint = f"127.0.0.1:{free_port()}"
+    agents = {
+        node: subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
+             "--nproc-per-node=1", "--max-restarts=1", "--monitor-interval=0.2",
+             "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", "--rdzv-id=count",
+             str(script)],
+            env=quiet_env({"NODE_NAME": node, "MARKERS": str(tmp_path)}),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for node in "ab"
+    }  # fmt: skip
+    try:
+        out = {node: agent.communicate(timeout=90)[0] for node, agent in agents.items()}
+    finally:
+        for agent in agents.values():
+            agent.kill()
+    assert "node a restart count 0" in out["a"], out["a"][-2000:]
+    assert "node b restart count 1" in out["b"], out["b"][-2000:]
+
+
+def test_the_agent_takes_a_restart_only_when_its_own_workers_failed():
+    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
+
+    source = inspect.getsource(SimpleElasticAgent._invoke_run)
+    assert source.count("self._remaining_restarts -= 1") == 1
+    healthy = source[source.index("WorkerState.HEALTHY") :]
+    assert "num_nodes_waiting" in healthy and "_remaining_restarts" not in healthy
+
+
+def test_accelerate_launch_passes_max_restarts_to_torchrun():
+    pytest.importorskip("accelerate")
+    from accelerate.commands.launch import launch_command_parser
+    from accelerate.utils.constants import TORCH_LAUNCH_PARAMS
+
+    args = launch_command_parser().parse_args(["--max_restarts", "2", "train.py"])
+    assert args.max_restarts == 2 and "max_restarts" in TORCH_LAUNCH_PARAMS
+    assert launch_command_parser().parse_args(["train.py"]).max_restarts == 0
+
+
+def test_trainer_saves_on_each_node_from_its_first_process():
+    """checkpointing: save_on_each_node makes local process 0 of every node a writer."""
+    transformers = pytest.importorskip("transformers")
+
+    source = inspect.getsource(transformers.TrainingArguments.should_save.fget)
+    on_each, otherwise = source.split("else:", 1)
+    assert "self.save_on_each_node" in on_each and "local_process_index == 0" in on_each
+    assert "process_index == 0" in otherwise and "local_process_index" not in otherwise
