@@ -230,3 +230,55 @@ def test_fsdp1_entry_points_that_warn():
     init_source = inspect.getsource(_init_utils)
     assert re.search(r"NO_SHARD.{0,40}deprecated", init_source, re.S)
     assert "FutureWarning" in init_source
+
+
+BRANCH = """
+import datetime, os, sys
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.fsdp import fully_shard
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=10))
+rank, own_group, on_some_ranks = dist.get_rank(), sys.argv[1] == "own", sys.argv[2] == "some"
+
+
+class Branched(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x, use_b):
+        x = self.a(x)
+        return self.b(x) if use_b else x
+
+
+model = Branched()
+if own_group:
+    fully_shard(model.b)
+fully_shard(model)
+for step in range(2):
+    use_b = on_some_ranks and rank == 0  # otherwise no rank runs b
+    model(torch.randn(2, 4), use_b).sum().backward()
+    if rank == 0:
+        print("B_GRAD", model.b.weight.grad, flush=True)
+    model.zero_grad()
+dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ["own", "parent"])
+def test_a_module_no_rank_runs_gets_no_gradient_and_one_some_ranks_run_fails(group, tmp_path):
+    """fsdp-branch-on-some-ranks: skipped everywhere is harmless, skipped on one rank is not."""
+    from tests.distributed import run_ranks
+
+    script = tmp_path / "branch.py"
+    script.write_text(BRANCH, encoding="utf-8")
+    everywhere = run_ranks(script, 2, args=[group, "none"], timeout=120, cwd=tmp_path)
+    assert everywhere.returncode == 0, everywhere.stderr[-3000:]
+    assert everywhere.stdout.count("B_GRAD None") == 2
+    some = run_ranks(script, 2, args=[group, "some"], timeout=120, cwd=tmp_path)
+    assert some.returncode != 0 and "B_GRAD" not in some.stdout, some.stdout[-2000:]
