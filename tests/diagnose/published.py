@@ -152,6 +152,11 @@ PUBLISHED: dict[str, list[str]] = {
         # https://github.com/chenbinghui1/DSL/issues/28 (the issue's title)
         "KeyError: 'RANK'",
     ],
+    "ddp-static-graph-no-sync-first-step": [
+        # https://github.com/pytorch/pytorch/issues/143580 (the issue's title)
+        'RuntimeError: expect_autograd_hooks_ INTERNAL ASSERT FAILED at "../torch/csrc/distributed/'
+        'c10d/reducer.cpp"',
+    ],
     "torchrun-libuv-on-windows": [
         # https://github.com/datastone-spirit/spirit-lora-trainer/issues/7 (the issue's title)
         "torch.distributed.DistStoreError: use_libuv was requested but PyTorch was built without "

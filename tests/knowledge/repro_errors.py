@@ -169,10 +169,19 @@ def hybrid_shard_1d_mesh() -> None:
     )
 
 
+def static_graph_first_step_no_sync() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(nn.Linear(4, 2), static_graph=True)
+    with model.no_sync():  # the very first backward, before DDP recorded the graph
+        model(torch.randn(3, 4)).sum().backward()
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
     "static_graph_changes": static_graph_changes,
+    "static_graph_first_step_no_sync": static_graph_first_step_no_sync,
     "device_id_cpu": device_id_cpu,
     "monitored_barrier_not_gloo": monitored_barrier_not_gloo,
     "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,
