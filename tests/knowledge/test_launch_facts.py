@@ -1,10 +1,9 @@
-"""Facts the launch pitfalls and guides state, checked against the installed torch,
-accelerate and transformers.
+"""Facts the launch pitfalls and guides state, checked against the installed torch and
+accelerate.
 
 torchrun-libuv-on-windows, torchrun-not-on-path and device-map-auto-under-distributed explain
 their errors with how the packages behave, elastic-restarts says how restarts are counted on
-each node, checkpointing what a Trainer writes on each node; these tests fail when a release
-changes that.
+each node; these tests fail when a release changes that.
 """
 
 from __future__ import annotations
@@ -139,13 +138,3 @@ def test_accelerate_launch_passes_max_restarts_to_torchrun():
     args = launch_command_parser().parse_args(["--max_restarts", "2", "train.py"])
     assert args.max_restarts == 2 and "max_restarts" in TORCH_LAUNCH_PARAMS
     assert launch_command_parser().parse_args(["train.py"]).max_restarts == 0
-
-
-def test_trainer_saves_on_each_node_from_its_first_process():
-    """checkpointing: save_on_each_node makes local process 0 of every node a writer."""
-    transformers = pytest.importorskip("transformers")
-
-    source = inspect.getsource(transformers.TrainingArguments.should_save.fget)
-    on_each, otherwise = source.split("else:", 1)
-    assert "self.save_on_each_node" in on_each and "local_process_index == 0" in on_each
-    assert "process_index == 0" in otherwise and "local_process_index" not in otherwise
