@@ -151,6 +151,37 @@ PUBLISHED: dict[str, list[str]] = {
     "launcher-env-not-set": [
         # https://github.com/chenbinghui1/DSL/issues/28 (the issue's title)
         "KeyError: 'RANK'",
+        # https://github.com/hzwer/ECCV2022-RIFE/issues/52 (the traceback's last source line)
+        '    raise _env_error("MASTER_ADDR")',
+    ],
+    "deprecated-distributed-launch": [
+        # https://github.com/ziplab/SN-Net/issues/2 (torch 2.0's launcher passes --local-rank)
+        "train.py: error: unrecognized arguments: --local-rank=5",
+        # https://github.com/facebookresearch/detr/issues/578 (the issue's title)
+        "FutureWarning: The module torch.distributed.launch is deprecated",
+    ],
+    "optimizer-before-sharding": [
+        # https://github.com/Lightning-Universe/lightning-GPT/pull/17
+        "ValueError: The optimizer does not seem to reference any FSDP parameters. HINT: Make sure "
+        "to create the optimizer after setting up the model by referencing "
+        "`self.trainer.model.parameters()` in the `configure_optimizers()` hook.",
+    ],
+    "device-mesh-device-index": [
+        # https://github.com/pytorch/pytorch/issues/124327 (FSDP2 before the explicit check)
+        '#   File "/data/users/whc/pytorch/torch/distributed/_composable/fsdp/_fsdp_init.py",\n'
+        "#   line 69, in _get_device_from_mesh\n"
+        "#              return torch.device(mesh.device_type, device_handle.current_device())\n"
+        "#   AttributeError: 'NoneType' object has no attribute 'current_device'",
+    ],
+    "fsdp1-mixed-dtype-flat-param": [
+        # https://github.com/h2oai/h2o-llmstudio/issues/98 (the older wording)
+        "ValueError: FlatParameter requires uniform dtype but got torch.float16 and torch.float32",
+    ],
+    "generate-on-sharded-params": [
+        # https://github.com/huggingface/trl/issues/2796 (generate on FSDP1-sharded parameters)
+        "RuntimeError: The tensor has a non-zero number of elements, but its data is not allocated"
+        " yet. Caffe2 uses a lazy allocation, so you will need to call mutable_data() or "
+        "raw_mutable_data() to actually allocate memory.",
     ],
     "ddp-static-graph-no-sync-first-step": [
         # https://github.com/pytorch/pytorch/issues/143580 (the issue's title)
@@ -167,6 +198,8 @@ PUBLISHED: dict[str, list[str]] = {
     "torchrun-not-on-path": [
         # https://github.com/hiyouga/LlamaFactory/issues/5216 (the issue's title)
         "/bin/sh: 1: torchrun: not found",
+        # https://github.com/awslabs/awsome-distributed-ai/pull/245 (a batch job's shell)
+        "command torchrun not found",
     ],
 }
 
@@ -242,8 +275,19 @@ NEAR_MISSES: dict[str, list[str]] = {
     ],
     "torchrun-not-on-path": [
         "torchrun: error: the following arguments are required: training_script",
+        "command torchrun --nproc-per-node 2 train.py finished",
     ],
     "ddp-wrapper-attribute": [
         "AttributeError: 'FullyShardedDataParallel' object has no attribute '_fsdp_wrapped_module'",
+    ],
+    "deprecated-distributed-launch": [
+        "train.py: error: unrecognized arguments: --lr=0.1",
+        "torchrun sets LOCAL_RANK; the script reads os.environ['LOCAL_RANK']",
+    ],
+    "optimizer-before-sharding": [
+        "ValueError: optimizer got an empty parameter list",
+    ],
+    "ddp-static-graph-no-sync-first-step": [
+        "RuntimeError: expected_autograd_hooks: not an internal assert",
     ],
 }

@@ -177,11 +177,19 @@ def static_graph_first_step_no_sync() -> None:
         model(torch.randn(3, 4)).sum().backward()
 
 
+def compile_fsdp1_flat_params() -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    model = FSDP(nn.Linear(4, 4), device_id=torch.device("cpu"))  # use_orig_params=False
+    torch.compile(model, backend="eager", fullgraph=True)(torch.randn(2, 4))
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
     "static_graph_changes": static_graph_changes,
     "static_graph_first_step_no_sync": static_graph_first_step_no_sync,
+    "compile_fsdp1_flat_params": compile_fsdp1_flat_params,
     "device_id_cpu": device_id_cpu,
     "monitored_barrier_not_gloo": monitored_barrier_not_gloo,
     "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,

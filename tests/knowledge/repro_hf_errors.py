@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 
 import torch
@@ -78,12 +79,23 @@ def device_map_auto() -> None:
     Accelerator(cpu=True).prepare(model)
 
 
+def accelerate_unknown_key() -> None:
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        config = os.path.join(folder, "fsdp.yaml")
+        with open(config, "w", encoding="utf-8") as f:  # an FSDP key outside fsdp_config
+            f.write("compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\nfsdp_version: 2\n")
+        load_config_from_file(config)
+
+
 CASES: dict[str, Callable[[], None]] = {
     "wrap_class_accelerate": wrap_class_accelerate,
     "wrap_class_peft": wrap_class_peft,
     "integer_flatten": integer_flatten,
     "generate_fsdp1_orig_params": lambda: _generate_fsdp1(True),
     "generate_fsdp1_flat_params": lambda: _generate_fsdp1(False),
+    "accelerate_unknown_key": accelerate_unknown_key,
     "device_map_auto": device_map_auto,  # last: it leaves Accelerate's state set up
 }
 

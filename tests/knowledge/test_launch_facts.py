@@ -138,3 +138,10 @@ def test_accelerate_launch_passes_max_restarts_to_torchrun():
     args = launch_command_parser().parse_args(["--max_restarts", "2", "train.py"])
     assert args.max_restarts == 2 and "max_restarts" in TORCH_LAUNCH_PARAMS
     assert launch_command_parser().parse_args(["train.py"]).max_restarts == 0
+
+
+def test_the_old_launcher_announces_its_deprecation_and_passes_local_rank():
+    """deprecated-distributed-launch: its signature quotes torch's own warning."""
+    source = inspect.getsource(importlib.import_module("torch.distributed.launch"))
+    assert '"The module torch.distributed.launch is deprecated' in source
+    assert "--local-rank" in source or "--local_rank" in source
