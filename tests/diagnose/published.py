@@ -183,6 +183,21 @@ PUBLISHED: dict[str, list[str]] = {
         " yet. Caffe2 uses a lazy allocation, so you will need to call mutable_data() or "
         "raw_mutable_data() to actually allocate memory.",
     ],
+    "gloo-hostname-address": [
+        # https://github.com/msr-fiddle/pipedream/issues/32 (a container whose name does not resolve)
+        "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] "
+        "rp != nullptr. Unable to find address for: dgx-1.ai",
+        # torch 2.13's wording: ProcessGroupGloo.create_device (tests/knowledge/test_launch_facts.py)
+        "RuntimeError: Cannot resolve no-such-host.invalid to a (local) address",
+        # https://github.com/pytorch/pytorch/issues/15592 (/etc/hosts maps the name to 127.0.1.1)
+        "terminate called after throwing an instance of 'gloo::IoException'\n  what():  [/opt/conda/"
+        "conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] "
+        "connect [127.0.1.1]:3210: Connection refused",
+        # https://github.com/aws-samples/aws-do-eks/pull/69 (hostNetwork pods: only 127.0.0.1)
+        "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/"
+        "tcp/pair.cc:152]\n  timed out connecting: SO_ERROR: Connection refused, "
+        "remote=[127.0.0.1]:<port>\n  (rank=8, size=16, local=[127.0.0.1])",
+    ],
     "ddp-static-graph-no-sync-first-step": [
         # https://github.com/pytorch/pytorch/issues/143580 (the issue's title)
         'RuntimeError: expect_autograd_hooks_ INTERNAL ASSERT FAILED at "../torch/csrc/distributed/'
@@ -286,6 +301,10 @@ NEAR_MISSES: dict[str, list[str]] = {
     ],
     "optimizer-before-sharding": [
         "ValueError: optimizer got an empty parameter list",
+    ],
+    "gloo-hostname-address": [
+        "connect [10.0.0.2]:3210: Connection refused",
+        "Gloo connectFullMesh failed with timed out connecting, remote=[10.1.2.3]:41000",
     ],
     "ddp-static-graph-no-sync-first-step": [
         "RuntimeError: expected_autograd_hooks: not an internal assert",

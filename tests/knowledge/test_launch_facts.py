@@ -145,3 +145,14 @@ def test_the_old_launcher_announces_its_deprecation_and_passes_local_rank():
     source = inspect.getsource(importlib.import_module("torch.distributed.launch"))
     assert '"The module torch.distributed.launch is deprecated' in source
     assert "--local-rank" in source or "--local_rank" in source
+
+
+def test_gloo_names_the_host_it_cannot_resolve():
+    """gloo-hostname-address: torch's wording when the host name resolves to no address."""
+    from fsdp_skill import knowledge
+    from fsdp_skill.diagnose.matching import signature_matches
+
+    with pytest.raises(RuntimeError) as raised:
+        dist.ProcessGroupGloo.create_device(hostname="no-such-host.invalid")
+    pitfall = knowledge.pitfall("gloo-hostname-address")
+    assert any(signature_matches(s, str(raised.value)) for s in pitfall.signatures), raised.value
