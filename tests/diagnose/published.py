@@ -183,6 +183,12 @@ PUBLISHED: dict[str, list[str]] = {
         " yet. Caffe2 uses a lazy allocation, so you will need to call mutable_data() or "
         "raw_mutable_data() to actually allocate memory.",
     ],
+    "fsdp2-import-on-older-torch": [
+        # https://github.com/EleutherAI/bergson/issues/257 (torch 2.3)
+        "ImportError: cannot import name 'fully_shard' from 'torch.distributed.fsdp'",
+        # https://github.com/huggingface/transformers/issues/38973 (the issue's title)
+        "ImportError: cannot import name 'DTensor' from 'torch.distributed.tensor'",
+    ],
     "gloo-hostname-address": [
         # https://github.com/msr-fiddle/pipedream/issues/32 (a container whose name does not resolve)
         "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] "
@@ -301,6 +307,10 @@ NEAR_MISSES: dict[str, list[str]] = {
     ],
     "optimizer-before-sharding": [
         "ValueError: optimizer got an empty parameter list",
+    ],
+    "fsdp2-import-on-older-torch": [
+        "ImportError: cannot import name 'FullStateDictConfig' from 'torch.distributed.fsdp'",
+        "from torch.distributed.tensor.parallel import parallelize_module",
     ],
     "gloo-hostname-address": [
         "connect [10.0.0.2]:3210: Connection refused",
