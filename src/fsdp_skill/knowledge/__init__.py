@@ -149,8 +149,8 @@ def load_pitfall(path: Path) -> Pitfall:
     if data.get("lint") and not re.fullmatch(r"FSDP\d{3}", data["lint"]):
         raise KnowledgeError(f"{path}: lint must look like FSDP001")
     for signature in data.get("signatures", []):
-        try:
-            re.compile(signature)
+        try:  # explain's flags: re caches the compiled pattern for when it matches
+            re.compile(signature, re.MULTILINE | re.IGNORECASE)
         except re.error as exc:
             raise KnowledgeError(f"{path}: bad signature {signature!r}: {exc}") from None
     if data.get("signatures") and not data.get("signature_source"):
