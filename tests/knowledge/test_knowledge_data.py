@@ -344,3 +344,13 @@ def test_env_var_loader_rejects_bad_files(tmp_path, body, message):
     path.write_text(body, encoding="utf-8")
     with pytest.raises(knowledge.KnowledgeError, match=message):
         knowledge.load_env_vars(path)
+
+
+@pytest.mark.parametrize("pitfall", knowledge.pitfalls(), ids=lambda p: p.id)
+def test_every_signature_compiles_as_explain_matches_it(pitfall):
+    """Loading a pitfall no longer compiles its signatures (explain compiles one only when its
+    literal occurs in the text), so a bad regex must fail here."""
+    from fsdp_skill.diagnose.signatures import FLAGS
+
+    for signature in pitfall.signatures:
+        re.compile(signature, FLAGS)

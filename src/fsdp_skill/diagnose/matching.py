@@ -19,12 +19,13 @@ from fsdp_skill.diagnose import details
 from fsdp_skill.diagnose.normalize import Normalized, normalize
 from fsdp_skill.diagnose.signatures import (
     CONSEQUENCE_TAG,
+    FLAGS,
     GENERIC_TAG,
     Hit,
     Signature,
     anchored,
-    compiled,
     confidence,
+    prepared,
     ranked,
     required_literal,
     scan,
@@ -44,14 +45,14 @@ def signature_matches(signature: str, text: str) -> bool:
     """Whether ``signature`` finds ``text`` as ``explain`` matches it (normalised, any case)."""
     norm = normalize(text)
     view = norm.by_line if anchored(signature) else norm.joined
-    return re.compile(signature, re.MULTILINE | re.IGNORECASE).search(view) is not None
+    return re.compile(signature, FLAGS).search(view) is not None
 
 
 @lru_cache(maxsize=1)
 def _signatures() -> tuple[tuple[knowledge.Pitfall, tuple[Signature, ...]], ...]:
     table = []
     for pitfall in knowledge.pitfalls():
-        sigs = tuple(compiled(s) for s in pitfall.signatures)
+        sigs = tuple(prepared(s) for s in pitfall.signatures)
         if sigs:
             table.append((pitfall, sigs))
     return tuple(table)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from fsdp_skill.diagnose.normalize import Normalized
@@ -32,13 +33,23 @@ class Owner(Protocol):
     tags: tuple[str, ...]
 
 
+FLAGS = re.MULTILINE | re.IGNORECASE
+"""How every signature is matched: any case, ``^`` and ``$`` at line ends."""
+
+
 @dataclass(frozen=True)
 class Signature:
-    pattern: re.Pattern[str]
+    regex: str
     literal: str
     """Lower-cased text every match contains ("" when none can be told)."""
     by_line: bool
     """Anchored at line starts or ends: matched against the newline-joined view."""
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """The compiled regex, on first use: a signature whose literal is not in the text is
+        never compiled (compiling all of them was most of a cold ``explain``)."""
+        return re.compile(self.regex, FLAGS)
 
 
 @dataclass
@@ -78,10 +89,10 @@ def anchored(signature: str) -> bool:
     return "^" in signature or "$" in signature
 
 
-def compiled(signature: str, literal: str | None = None) -> Signature:
-    """``signature`` compiled as ``explain`` matches it (any case, multi-line)."""
+def prepared(signature: str, literal: str | None = None) -> Signature:
+    """``signature`` ready to match as ``explain`` does (compiled when first tried)."""
     return Signature(
-        re.compile(signature, re.MULTILINE | re.IGNORECASE),
+        signature,
         required_literal(signature) if literal is None else literal,
         anchored(signature),
     )

@@ -73,6 +73,6 @@ def matched(query: str, rows: list[tuple[str, str, str, int, str]]) -> list[str]
     by_owner: dict[str, tuple[_Owner, list[Signature]]] = {}
     for sid, signature, literal, by_line, tags in hopeful:
         owner, sigs = by_owner.setdefault(sid, (_Owner(sid, tags), []))
-        sigs.append(Signature(re.compile(signature, flags), literal, bool(by_line)))
+        sigs.append(Signature(signature, literal, bool(by_line)))
     table = [(owner, tuple(sigs)) for owner, sigs in by_owner.values()]
     return [hit.pitfall.id for hit in ranked(scan(normalize(query), table))]
