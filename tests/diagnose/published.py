@@ -183,6 +183,10 @@ PUBLISHED: dict[str, list[str]] = {
         " yet. Caffe2 uses a lazy allocation, so you will need to call mutable_data() or "
         "raw_mutable_data() to actually allocate memory.",
     ],
+    "fsdp1-fsdp2-policy-swap": [
+        # https://github.com/huggingface/trl/issues/3581 (FSDP1 wrapping with FSDP2's policy)
+        "'MixedPrecisionPolicy' object has no attribute '_module_classes_to_ignore'",
+    ],
     "fsdp2-import-on-older-torch": [
         # https://github.com/EleutherAI/bergson/issues/257 (torch 2.3)
         "ImportError: cannot import name 'fully_shard' from 'torch.distributed.fsdp'",

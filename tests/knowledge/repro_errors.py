@@ -184,12 +184,21 @@ def compile_fsdp1_flat_params() -> None:
     torch.compile(model, backend="eager", fullgraph=True)(torch.randn(2, 4))
 
 
+def fsdp1_given_fsdp2_policy() -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)  # fully_shard's class
+    FSDP(nn.Linear(4, 4), device_id=torch.device("cpu"), mixed_precision=policy)(torch.randn(2, 4))
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
     "static_graph_changes": static_graph_changes,
     "static_graph_first_step_no_sync": static_graph_first_step_no_sync,
     "compile_fsdp1_flat_params": compile_fsdp1_flat_params,
+    "fsdp1_given_fsdp2_policy": fsdp1_given_fsdp2_policy,
     "device_id_cpu": device_id_cpu,
     "monitored_barrier_not_gloo": monitored_barrier_not_gloo,
     "cpu_tensor_on_gpu_only_group": cpu_tensor_on_gpu_only_group,

@@ -6,6 +6,7 @@ one, that text needs review.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import warnings
@@ -282,3 +283,16 @@ def test_a_module_no_rank_runs_gets_no_gradient_and_one_some_ranks_run_fails(gro
     assert everywhere.stdout.count("B_GRAD None") == 2
     some = run_ranks(script, 2, args=[group, "some"], timeout=120, cwd=tmp_path)
     assert some.returncode != 0 and "B_GRAD" not in some.stdout, some.stdout[-2000:]
+
+
+def test_fully_shard_offloads_only_for_a_cpu_offload_policy_and_fsdp1s_mp_casts_no_inputs():
+    """fsdp1-fsdp2-policy-swap: FSDP1's classes handed to fully_shard are not rejected."""
+    from torch.distributed.fsdp import CPUOffload, CPUOffloadPolicy, MixedPrecision
+
+    assert MixedPrecision(param_dtype=torch.bfloat16).cast_forward_inputs is False
+    assert fsdp.MixedPrecisionPolicy(param_dtype=torch.bfloat16).cast_forward_inputs is True
+    source = inspect.getsource(
+        importlib.import_module("torch.distributed.fsdp._fully_shard._fsdp_param")
+    )
+    assert "self.offload_to_cpu: bool = isinstance(offload_policy, CPUOffloadPolicy)" in source
+    assert not issubclass(CPUOffload, CPUOffloadPolicy)
