@@ -80,3 +80,9 @@ def test_a_pitfall_the_bundle_lacks_is_never_returned(shipped, tmp_path, monkeyp
     pitfalls.write_text(text[:start] + text[end + 1 :], encoding="utf-8")
     results = search("RuntimeError: Distributed package doesn't have NCCL built in", bundle=bundle)
     assert "pitfall:nccl-not-available" not in [r["id"] for r in results["results"]]
+
+
+def test_signatures_are_matched_with_explains_flags():
+    from fsdp_skill.diagnose.signatures import FLAGS
+
+    assert errors.FLAGS == FLAGS

@@ -13,6 +13,9 @@ import re
 from pathlib import Path
 
 _QUOTES = re.compile(r"\\{0,4}[`'\"\u2018\u2019\u201c\u201d]")
+FLAGS = re.MULTILINE | re.IGNORECASE
+"""``diagnose.signatures.FLAGS``, kept here so that a search without a quoted error never imports
+``diagnose`` (a test holds the two equal)."""
 
 
 def knowledge_files() -> list[Path]:
@@ -61,9 +64,8 @@ class _Owner:
 def matched(query: str, rows: list[tuple[str, str, str, int, str]]) -> list[str]:
     """The pitfall sections whose signatures occur in ``query``, most telling first."""
     rough = " ".join(_QUOTES.sub("", query).split()).lower()
-    flags = re.MULTILINE | re.IGNORECASE
     hopeful = [  # a signature with no known literal is tried on the rough text first
-        row for row in rows if (row[2] in rough if row[2] else re.search(row[1], rough, flags))
+        row for row in rows if (row[2] in rough if row[2] else re.search(row[1], rough, FLAGS))
     ]
     if not hopeful:
         return []
