@@ -19,7 +19,7 @@ import textwrap
 import pytest
 import torch.distributed as dist
 
-from tests.distributed import free_port, quiet_env
+from tests.distributed import free_port, kill_tree, quiet_env
 
 # torch.distributed.rendezvous is also a function's name there: take the module itself
 rendezvous = importlib.import_module("torch.distributed.rendezvous")
@@ -114,9 +114,10 @@ def test_each_node_counts_only_its_own_restarts(tmp_path):
     }  # fmt: skip
     try:
         out = {node: agent.communicate(timeout=90)[0] for node, agent in agents.items()}
-    finally:
+    finally:  # torchrun's workers run in their own sessions: end the whole tree of a live agent
         for agent in agents.values():
-            agent.kill()
+            if agent.poll() is None:
+                kill_tree(agent.pid)
     assert "node a restart count 0" in out["a"], out["a"][-2000:]
     assert "node b restart count 1" in out["b"], out["b"][-2000:]
 
