@@ -12,7 +12,10 @@ and why:
 - checkpointing's extra compute, 10% of the step: recomputation runs those same ops again,
   in the same proportion; measured within 0.05.
 - CPU optimizer step, 20%: the fused kernel streams memory, so time follows parameters;
-  what is left is memory-bandwidth noise from other processes; measured within 5%.
+  what is left is memory-bandwidth noise from other processes (their stalls count as CPU
+  time), so the two sets' steps are timed interleaved; measured within 5%, also next to a
+  process copying 256 MB buffers in a loop (timed one after the other, a CI run under the
+  parallel suite read -38%).
 """
 
 from __future__ import annotations
