@@ -230,6 +230,11 @@ PUBLISHED: dict[str, list[str]] = {
 
 NEAR_MISSES: dict[str, list[str]] = {
     # pitfall id: texts that must not be explained as that pitfall
+    "device-mesh-slice-unknown-name": [
+        # the other KeyError of mesh slicing: known names in another order
+        "KeyError: \"Invalid mesh_dim_names ('tp', 'dp') specified. Mesh dim indices should be in "
+        "ascending order.\"",
+    ],
     "nccl-not-available": ["torch.distributed.is_nccl_available() is True: using the NCCL backend"],
     "nccl-without-gpu": [
         "[I ProcessGroupNCCL.cpp:672] [Rank 0] ProcessGroupNCCL initialized with following options:"

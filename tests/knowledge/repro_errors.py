@@ -192,6 +192,19 @@ def fsdp1_given_fsdp2_policy() -> None:
     FSDP(nn.Linear(4, 4), device_id=torch.device("cpu"), mixed_precision=policy)(torch.randn(2, 4))
 
 
+def mesh_slice_unknown_name() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (1, 1), mesh_dim_names=("dp", "tp"))
+    mesh["tp"]["dp"]  # a sub-mesh knows only its own dimension
+
+
+def mesh_group_unknown_name() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    init_device_mesh("cpu", (1, 1), mesh_dim_names=("dp", "tp")).get_group("dp_shard")
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -211,6 +224,8 @@ CASES: dict[str, Callable[[], None]] = {
     "scalar_parameter": scalar_parameter,
     "dcp_load_missing_key": dcp_load_missing_key,
     "hybrid_shard_1d_mesh": hybrid_shard_1d_mesh,
+    "mesh_slice_unknown_name": mesh_slice_unknown_name,
+    "mesh_group_unknown_name": mesh_group_unknown_name,
 }
 
 

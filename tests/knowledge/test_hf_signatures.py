@@ -57,3 +57,21 @@ def test_signature_matches_the_reproduced_error(pitfall, case, messages):
     assert any(signature_matches(sig, text) for sig in pitfall.signatures), (
         f"{pitfall.id}: no signature matches {text!r}"
     )
+
+
+def test_accelerate_refuses_fsdp_without_a_dimension_to_shard():
+    """Accelerate's own check for a parallelism config that gives every rank to tensor
+    parallelism under FSDP: the device-mesh pitfall quotes its message."""
+    from types import SimpleNamespace
+
+    from accelerate.parallelism_config import ParallelismConfig
+
+    accelerator = SimpleNamespace(
+        multi_device=True, num_processes=2, is_fsdp2=True, distributed_type="FSDP"
+    )
+    with pytest.raises(ValueError) as raised:
+        ParallelismConfig(tp_size=2)._validate_accelerator(accelerator)
+    pitfall = knowledge.pitfall("device-mesh-slice-unknown-name")
+    assert any(signature_matches(sig, str(raised.value)) for sig in pitfall.signatures), str(
+        raised.value
+    )

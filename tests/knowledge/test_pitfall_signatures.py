@@ -57,6 +57,14 @@ def test_signature_matches_reproduced_error(pitfall, case, messages):
     )
 
 
+def test_mesh_pitfall_matches_the_slice_and_the_group_lookup(messages):
+    """Slicing and ``get_group`` word an unknown dimension differently; both are the pitfall."""
+    pitfall = knowledge.pitfall("device-mesh-slice-unknown-name")
+    for case in ("mesh_slice_unknown_name", "mesh_group_unknown_name"):
+        text = messages[case]
+        assert any(signature_matches(sig, text) for sig in pitfall.signatures), (case, text)
+
+
 def test_reproduced_sources_name_existing_files():
     for p in knowledge.pitfalls():
         source = p.signature_source or ""
