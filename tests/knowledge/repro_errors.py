@@ -205,6 +205,20 @@ def mesh_group_unknown_name() -> None:
     init_device_mesh("cpu", (1, 1), mesh_dim_names=("dp", "tp")).get_group("dp_shard")
 
 
+def sharding_strategy_string() -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    # two ranks: on one, FSDP1 switches to NO_SHARD before it looks the strategy up
+    dist.destroy_process_group()
+    try:
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+        FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"), sharding_strategy="FULL_SHARD")
+    finally:
+        dist.destroy_process_group()
+        _init_gloo()
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -226,6 +240,7 @@ CASES: dict[str, Callable[[], None]] = {
     "hybrid_shard_1d_mesh": hybrid_shard_1d_mesh,
     "mesh_slice_unknown_name": mesh_slice_unknown_name,
     "mesh_group_unknown_name": mesh_group_unknown_name,
+    "sharding_strategy_string": sharding_strategy_string,
 }
 
 

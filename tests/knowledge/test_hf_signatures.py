@@ -75,3 +75,18 @@ def test_accelerate_refuses_fsdp_without_a_dimension_to_shard():
     assert any(signature_matches(sig, str(raised.value)) for sig in pitfall.signatures), str(
         raised.value
     )
+
+
+def test_accelerate_converts_strategy_names_but_not_ints():
+    """fsdp1-sharding-strategy-as-string: what Accelerate's FSDP1 plugin converts itself."""
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from torch.distributed.fsdp import ShardingStrategy
+
+    def strategy(value):
+        return FullyShardedDataParallelPlugin(
+            fsdp_version=1, sharding_strategy=value
+        ).sharding_strategy
+
+    assert strategy("FULL_SHARD") is ShardingStrategy.FULL_SHARD
+    assert strategy("2") is ShardingStrategy.SHARD_GRAD_OP
+    assert strategy(3) == 3 and not isinstance(strategy(3), ShardingStrategy)
