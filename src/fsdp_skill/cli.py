@@ -363,6 +363,13 @@ def show(section_id, with_pitfalls, as_json) -> int:
         for pitfall in section["pitfalls"]:
             echo(f"- {pitfall['id']}: {pitfall['summary']}")
         echo("")
+    if section.get("sections"):
+        from fsdp_skill.search.summary import plain
+
+        echo("Sections of this page:")
+        for part in section["sections"]:
+            echo(f"  fsdp-skill show {part['id']}  - {plain(part['title'])}")
+        echo("")
     where = " · ".join(part for part in (section["id"], section["path"], section["url"]) if part)
     echo(f"[{where}]")
     return 0

@@ -87,6 +87,35 @@ def test_show_prints_the_whole_section_for_every_id(bundle):
     assert "Extra checks | logs." in env
 
 
+def test_a_page_id_lists_the_page_sections_to_show_next(bundle):
+    page = show("fsdp2", bundle=bundle)
+    ids = [part["id"] for part in page["sections"]]
+    expected = [
+        s.id
+        for s in sections.searchable_sections(bundle)
+        if s.id.startswith("fsdp2#") and "/" not in s.id
+    ]
+    assert ids == expected and len(ids) >= 2  # every section, in page order
+    assert all(
+        show(sid, bundle=bundle)["title"] == part["title"]
+        for sid, part in zip(ids, page["sections"], strict=True)
+    )
+    assert "sections" not in show(ids[0], bundle=bundle)  # a section is shown whole
+    assert "sections" not in show("env:TORCH_DISTRIBUTED_DEBUG", bundle=bundle)
+
+
+def test_cli_show_of_a_page_prints_the_show_commands(bundle, monkeypatch):
+    from click.testing import CliRunner
+
+    from fsdp_skill.cli import cli
+
+    monkeypatch.setenv("FSDP_SKILL_BUNDLE", str(bundle))
+    printed = CliRunner().invoke(cli, ["show", "fsdp2"]).output
+    listed = printed.split("Sections of this page:\n", 1)[1]
+    first = show("fsdp2", bundle=bundle)["sections"][0]
+    assert listed.startswith(f"  fsdp-skill show {first['id']}  - {first['title']}\n")
+
+
 def test_bad_input_is_a_usage_error(bundle):
     with pytest.raises(UsageError):
         search("  ", bundle=bundle)

@@ -131,7 +131,9 @@ def show(section_id: str, bundle: Path | None = None, with_pitfalls: bool = Fals
     """The whole section ``section_id``: ``{"id", "title", "path", "url", "text"}``.
 
     ``with_pitfalls`` adds ``"pitfalls": [{"id", "title", "summary"}]``: the pitfalls the
-    section links and, for a guide, those its page lists in a section of links only.
+    section links and, for a guide, those its page lists in a section of links only. A page's
+    id shows its opening section, with ``"sections": [{"id", "title"}]``, the page's other
+    sections in order, to show next.
     """
     from fsdp_skill.search import index
 
@@ -144,6 +146,9 @@ def show(section_id: str, bundle: Path | None = None, with_pitfalls: bool = Fals
     def lookup(db) -> tuple[dict | None, list[str]]:
         found = index.section(db, section_id)
         if found is not None:
+            listed = index.page_sections(db, section_id)
+            if listed:
+                found["sections"] = listed
             if with_pitfalls:
                 found["pitfalls"] = _linked_pitfalls(db, found)
             return found, []

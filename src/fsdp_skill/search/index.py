@@ -479,12 +479,26 @@ def section(db: sqlite3.Connection, section_id: str) -> dict | None:
     return dict(zip(("id", "title", "path", "url", "text"), row, strict=True)) if row else None
 
 
+def _like_literal(text: str) -> str:
+    """``text`` matched literally by a LIKE pattern with ``ESCAPE '\\'``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def page_sections(db: sqlite3.Connection, page_id: str) -> list[dict]:
+    """``{"id", "title"}`` of the sections of page ``page_id`` (its ``page#slug`` ids, not
+    their parts), in page order; empty for any id that is not a page's."""
+    rows = db.execute(
+        "SELECT id, title FROM section WHERE id LIKE ? ESCAPE '\\' ORDER BY rowid",
+        (f"{_like_literal(page_id)}#%",),
+    ).fetchall()
+    return [{"id": sid, "title": title} for sid, title in rows if "/" not in sid]
+
+
 def similar_ids(db: sqlite3.Connection, fragment: str, limit: int = 5) -> list[str]:
     """Section ids containing ``fragment``, shortest first (for "did you mean")."""
-    escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = db.execute(
         "SELECT id FROM section WHERE id LIKE ? ESCAPE '\\' ORDER BY length(id), id LIMIT ?",
-        (f"%{escaped}%", limit),
+        (f"%{_like_literal(fragment)}%", limit),
     ).fetchall()
     return [r[0] for r in rows]
 
