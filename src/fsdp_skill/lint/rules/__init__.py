@@ -14,7 +14,7 @@ from functools import cache
 
 from fsdp_skill.lint.core import FileModel
 
-CODES = tuple(f"FSDP{n:03d}" for n in range(1, 26))
+CODES = tuple(f"FSDP{n:03d}" for n in range(1, 27))
 
 
 @dataclass(frozen=True)
