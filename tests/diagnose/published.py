@@ -233,7 +233,7 @@ NEAR_MISSES: dict[str, list[str]] = {
     "device-mesh-slice-unknown-name": [
         # the other KeyError of mesh slicing: known names in another order
         "KeyError: \"Invalid mesh_dim_names ('tp', 'dp') specified. Mesh dim indices should be in "
-        "ascending order.\"",
+        'ascending order."',
     ],
     "nccl-not-available": ["torch.distributed.is_nccl_available() is True: using the NCCL backend"],
     "nccl-without-gpu": [
