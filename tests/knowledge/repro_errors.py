@@ -219,6 +219,19 @@ def sharding_strategy_string() -> None:
         _init_gloo()
 
 
+def dtensor_op_without_rule() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    @torch.library.custom_op("repro::triple", mutates_args=())
+    def triple(x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+    triple.register_fake(torch.empty_like)  # DTensor's propagation runs the op on fakes
+    mesh = init_device_mesh("cpu", (1,))
+    triple(distribute_tensor(torch.ones(2, 2), mesh, [Shard(0)]))
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -241,6 +254,7 @@ CASES: dict[str, Callable[[], None]] = {
     "mesh_slice_unknown_name": mesh_slice_unknown_name,
     "mesh_group_unknown_name": mesh_group_unknown_name,
     "sharding_strategy_string": sharding_strategy_string,
+    "dtensor_op_without_rule": dtensor_op_without_rule,
 }
 
 
