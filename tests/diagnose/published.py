@@ -12,6 +12,10 @@ from __future__ import annotations
 PUBLISHED: dict[str, list[str]] = {
     # pitfall id: error lines as published in the issue its signature_source names (or the
     # thread in the comment, for a signature added to a reproduced pitfall)
+    "store-connect-timeout": [
+        # https://github.com/open-mmlab/mmcv/issues/700 (torch 1.x: MASTER_ADDR did not resolve)
+        "ValueError: host not found: Temporary failure in name resolution",
+    ],
     "nccl-watchdog-timeout": [
         "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 "
@@ -230,6 +234,12 @@ PUBLISHED: dict[str, list[str]] = {
 
 NEAR_MISSES: dict[str, list[str]] = {
     # pitfall id: texts that must not be explained as that pitfall
+    "store-connect-timeout": [
+        # a model download failing, not the rendezvous
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded (Caused by NewConnectionError('Failed to establish a "
+        "new connection: [Errno -3] Temporary failure in name resolution'))",
+    ],
     "device-mesh-slice-unknown-name": [
         # the other KeyError of mesh slicing: known names in another order
         "KeyError: \"Invalid mesh_dim_names ('tp', 'dp') specified. Mesh dim indices should be in "

@@ -157,3 +157,29 @@ def test_gloo_names_the_host_it_cannot_resolve():
         dist.ProcessGroupGloo.create_device(hostname="no-such-host.invalid")
     pitfall = knowledge.pitfall("gloo-hostname-address")
     assert any(signature_matches(s, str(raised.value)) for s in pitfall.signatures), raised.value
+
+
+def test_a_master_addr_that_does_not_resolve_warns_then_times_out():
+    """store-connect-timeout: an unresolvable host name (".invalid" never resolves) is logged as
+    addresses that "cannot be retrieved" and ends in the connect timeout explain names."""
+    from fsdp_skill.diagnose import explain
+
+    code = textwrap.dedent(
+        f"""
+        import datetime
+        import torch.distributed as dist
+        try:
+            dist.TCPStore("master.invalid", {free_port()}, 2, False,
+                          timeout=datetime.timedelta(seconds=1))
+        except Exception as exc:
+            print(type(exc).__name__, exc)
+        """
+    )
+    env = quiet_env({"TORCH_CPP_LOG_LEVEL": "INFO"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    log = proc.stderr + proc.stdout
+    assert "cannot be retrieved (gai error:" in log, log[-2000:]
+    assert "DistNetworkError" in proc.stdout, log[-2000:]
+    assert explain(log)["matches"][0]["id"] == "store-connect-timeout"
