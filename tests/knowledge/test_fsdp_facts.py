@@ -296,3 +296,57 @@ def test_fully_shard_offloads_only_for_a_cpu_offload_policy_and_fsdp1s_mp_casts_
     )
     assert "self.offload_to_cpu: bool = isinstance(offload_policy, CPUOffloadPolicy)" in source
     assert not issubclass(CPUOffload, CPUOffloadPolicy)
+
+
+INFERENCE_FIRST = """
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+api, first = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))
+if api == "fsdp1":
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+else:
+    from torch.distributed.fsdp import fully_shard
+
+    fully_shard(model[0])
+    fully_shard(model)
+try:
+    if first == "train":
+        model(torch.randn(2, 4)).sum().backward()
+    with torch.inference_mode() if first != "no_grad" else torch.no_grad():
+        model(torch.randn(2, 4))
+    for _ in range(2):
+        model(torch.randn(2, 4)).sum().backward()
+    print("TRAINED", flush=True)
+except Exception as exc:
+    print("FAILED", type(exc).__name__, exc, flush=True)
+dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["fsdp1", "fsdp2"])
+def test_a_first_forward_under_inference_mode_breaks_training(api, tmp_path):
+    """first-forward-under-inference-mode: evaluating first under inference_mode fails the
+    training that follows (with the pitfall's signature); no_grad, or inference_mode after a
+    training step, does not."""
+    from tests.distributed import run_ranks
+
+    script = tmp_path / "inference_first.py"
+    script.write_text(INFERENCE_FIRST, encoding="utf-8")
+    for first, trains in (("inference_mode", False), ("no_grad", True), ("train", True)):
+        run = run_ranks(script, 2, args=[api, first], timeout=120, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert ("TRAINED" in run.stdout) is trains, (first, run.stdout[-2000:])
+        if not trains:
+            _assert_signatures_match("first-forward-under-inference-mode", run.stdout, every=False)
