@@ -12,6 +12,15 @@ from __future__ import annotations
 PUBLISHED: dict[str, list[str]] = {
     # pitfall id: error lines as published in the issue its signature_source names (or the
     # thread in the comment, for a signature added to a reproduced pitfall)
+    "fsdp1-module-on-several-devices": [
+        # https://github.com/Lightning-AI/lightning-thunder/pull/1453 (a layer left on meta)
+        "RuntimeError: FSDP only supports single device modules but got params on "
+        "{device(type='cuda', index=2), device(type='meta')}",
+        # torch 2.13's other message of the same check (_check_single_device_module), for a
+        # module on the CPU and one GPU without device_id
+        "RuntimeError: To support a module with both CPU and GPU params, please pass in "
+        "device_id argument.",
+    ],
     "store-connect-timeout": [
         # https://github.com/open-mmlab/mmcv/issues/700 (torch 1.x: MASTER_ADDR did not resolve)
         "ValueError: host not found: Temporary failure in name resolution",
@@ -234,6 +243,11 @@ PUBLISHED: dict[str, list[str]] = {
 
 NEAR_MISSES: dict[str, list[str]] = {
     # pitfall id: texts that must not be explained as that pitfall
+    "fsdp1-module-on-several-devices": [
+        # FSDP2's own device check is another message
+        "RuntimeError: FSDP needs a non-CPU accelerator device, but no accelerator device is "
+        "detected.",
+    ],
     "store-connect-timeout": [
         # a model download failing, not the rendezvous
         "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "

@@ -350,3 +350,21 @@ def test_a_first_forward_under_inference_mode_breaks_training(api, tmp_path):
         assert ("TRAINED" in run.stdout) is trains, (first, run.stdout[-2000:])
         if not trains:
             _assert_signatures_match("first-forward-under-inference-mode", run.stdout, every=False)
+
+
+def test_fsdp1_refuses_modules_on_several_devices_with_the_pitfalls_messages(monkeypatch):
+    """fsdp1-module-on-several-devices: torch's own check, run on parameters that report the
+    devices of the published error (a GPU and meta) and of a CPU + GPU mix without device_id,
+    raises the messages the signatures quote."""
+    from types import SimpleNamespace
+
+    utils = importlib.import_module("torch.distributed.fsdp._init_utils")
+    for devices in (("cuda:2", "meta"), ("cpu", "cuda:0")):
+        params = [SimpleNamespace(device=torch.device(d)) for d in devices]
+        monkeypatch.setattr(utils, "_get_orig_params", lambda module, ignored, p=params: p)
+        with pytest.raises(RuntimeError) as raised:
+            utils._check_single_device_module(None, set(), None)
+        _assert_signatures_match("fsdp1-module-on-several-devices", str(raised.value), every=False)
+    params = [SimpleNamespace(device=torch.device(d)) for d in ("cpu", "cuda:0")]
+    monkeypatch.setattr(utils, "_get_orig_params", lambda module, ignored: params)
+    utils._check_single_device_module(None, set(), torch.device("cuda:0"))  # device_id: allowed
