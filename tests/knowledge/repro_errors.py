@@ -232,6 +232,16 @@ def dtensor_op_without_rule() -> None:
     triple(distribute_tensor(torch.ones(2, 2), mesh, [Shard(0)]))
 
 
+def no_shard_offload_to_cpu() -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import ShardingStrategy
+
+    model = FSDP(nn.Linear(2, 2), device_id=torch.device("cpu"))
+    assert model.sharding_strategy is ShardingStrategy.NO_SHARD  # one rank: nothing to shard
+    with FSDP.summon_full_params(model, offload_to_cpu=True):
+        pass
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -255,6 +265,7 @@ CASES: dict[str, Callable[[], None]] = {
     "mesh_group_unknown_name": mesh_group_unknown_name,
     "sharding_strategy_string": sharding_strategy_string,
     "dtensor_op_without_rule": dtensor_op_without_rule,
+    "no_shard_offload_to_cpu": no_shard_offload_to_cpu,
 }
 
 
