@@ -233,7 +233,14 @@ def test_fsdp1_entry_points_that_warn():
     assert "FutureWarning" in init_source
 
 
-BRANCH = """
+EXIT_AFTER_GLOO = """dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
+"""
+"""How the two-rank scripts below end."""
+
+BRANCH = (
+    """
 import datetime, os, sys
 import torch
 import torch.distributed as dist
@@ -264,10 +271,9 @@ for step in range(2):
     if rank == 0:
         print("B_GRAD", model.b.weight.grad, flush=True)
     model.zero_grad()
-dist.destroy_process_group()
-sys.stdout.flush()
-os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
 """
+    + EXIT_AFTER_GLOO
+)
 
 
 @pytest.mark.slow
@@ -298,7 +304,8 @@ def test_fully_shard_offloads_only_for_a_cpu_offload_policy_and_fsdp1s_mp_casts_
     assert not issubclass(CPUOffload, CPUOffloadPolicy)
 
 
-INFERENCE_FIRST = """
+INFERENCE_FIRST = (
+    """
 import os
 import sys
 
@@ -328,10 +335,9 @@ try:
     print("TRAINED", flush=True)
 except Exception as exc:
     print("FAILED", type(exc).__name__, exc, flush=True)
-dist.destroy_process_group()
-sys.stdout.flush()
-os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
 """
+    + EXIT_AFTER_GLOO
+)
 
 
 @pytest.mark.slow
