@@ -15,17 +15,17 @@ import re
 from functools import lru_cache
 
 from fsdp_skill import knowledge
-from fsdp_skill.diagnose import details
+from fsdp_skill.diagnose import catalog, details
 from fsdp_skill.diagnose.normalize import Normalized, normalize
 from fsdp_skill.diagnose.signatures import (
     CONSEQUENCE_TAG,
     FLAGS,
     GENERIC_TAG,
     Hit,
+    Named,
     Signature,
     anchored,
     confidence,
-    prepared,
     ranked,
     required_literal,
     scan,
@@ -49,13 +49,9 @@ def signature_matches(signature: str, text: str) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _signatures() -> tuple[tuple[knowledge.Pitfall, tuple[Signature, ...]], ...]:
-    table = []
-    for pitfall in knowledge.pitfalls():
-        sigs = tuple(prepared(s) for s in pitfall.signatures)
-        if sigs:
-            table.append((pitfall, sigs))
-    return tuple(table)
+def _signatures() -> tuple[tuple[Named, tuple[Signature, ...]], ...]:
+    """Each pitfall with signatures, by id and tags (the rest is read when it matched)."""
+    return tuple((Named(pid, tags), sigs) for pid, tags, sigs in catalog.table())
 
 
 def _hits(norm: Normalized) -> list[Hit]:
@@ -84,7 +80,9 @@ def explain(text: str) -> dict:
     hits = ranked(hits)
     matches = []
     for h in hits:
-        p = h.pitfall
+        p = knowledge.pitfall_alone(h.pitfall.id)
+        if p is None:  # the cached table names a pitfall whose file is gone
+            continue
         match = {
             "id": p.id,
             "title": p.title,

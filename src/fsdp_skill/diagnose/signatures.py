@@ -33,6 +33,17 @@ class Owner(Protocol):
     tags: tuple[str, ...]
 
 
+class Named:
+    """An owner known only by its id and tags: an entry of explain's cached table, or of the
+    copy search stores in its index."""
+
+    __slots__ = ("id", "tags")
+
+    def __init__(self, owner_id: str, tags: tuple[str, ...]) -> None:
+        self.id = owner_id
+        self.tags = tags
+
+
 FLAGS = re.MULTILINE | re.IGNORECASE
 """How every signature is matched: any case, ``^`` and ``$`` at line ends."""
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -245,6 +245,16 @@ def hf_fsdp_keys() -> dict:
 
 def pitfall(pitfall_id: str) -> Pitfall | None:
     return next((p for p in pitfalls() if p.id == pitfall_id), None)
+
+
+@cache
+def pitfall_alone(pitfall_id: str) -> Pitfall | None:
+    """``pitfall(pitfall_id)``, reading only that pitfall's file unless all are read already
+    (``explain`` needs the few that matched)."""
+    if pitfalls.cache_info().currsize or not _ID.match(pitfall_id):
+        return pitfall(pitfall_id)
+    path = KNOWLEDGE_DIR / "pitfalls" / f"{pitfall_id}.toml"
+    return load_pitfall(path) if path.is_file() else None
 
 
 def pitfall_for_lint(code: str) -> Pitfall | None:

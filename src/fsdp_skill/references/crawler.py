@@ -308,7 +308,7 @@ class Cache:
 
 
 def default_cache() -> Path:
-    from fsdp_skill.search.index import cache_dir
+    from fsdp_skill.cache import cache_dir
 
     return cache_dir() / "web"
 

@@ -51,16 +51,6 @@ def signature_rows(section_ids: set[str]) -> list[tuple[str, str, str, int, str]
     return rows
 
 
-class _Owner:
-    """A pitfall as the scan sees it: its section id and its tags."""
-
-    __slots__ = ("id", "tags")
-
-    def __init__(self, sid: str, tags: str) -> None:
-        self.id = sid
-        self.tags = tuple(tags.split())
-
-
 def matched(query: str, rows: list[tuple[str, str, str, int, str]]) -> list[str]:
     """The pitfall sections whose signatures occur in ``query``, most telling first."""
     rough = " ".join(_QUOTES.sub("", query).split()).lower()
@@ -70,11 +60,11 @@ def matched(query: str, rows: list[tuple[str, str, str, int, str]]) -> list[str]
     if not hopeful:
         return []
     from fsdp_skill.diagnose.normalize import normalize
-    from fsdp_skill.diagnose.signatures import Signature, ranked, scan
+    from fsdp_skill.diagnose.signatures import Named, Signature, ranked, scan
 
-    by_owner: dict[str, tuple[_Owner, list[Signature]]] = {}
+    by_owner: dict[str, tuple[Named, list[Signature]]] = {}
     for sid, signature, literal, by_line, tags in hopeful:
-        owner, sigs = by_owner.setdefault(sid, (_Owner(sid, tags), []))
+        owner, sigs = by_owner.setdefault(sid, (Named(sid, tuple(tags.split())), []))
         sigs.append(Signature(signature, literal, bool(by_line)))
     table = [(owner, tuple(sigs)) for owner, sigs in by_owner.values()]
     return [hit.pitfall.id for hit in ranked(scan(normalize(query), table))]

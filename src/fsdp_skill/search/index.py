@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fsdp_skill.cache import cache_dir
 from fsdp_skill.search import pages
 
 if TYPE_CHECKING:
@@ -46,15 +47,6 @@ HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
 
 COLUMNS = ("title", "page", "headings", "keywords", "body", "code", "symptom")
 """FTS5 columns, in the order of the weights ``query`` passes to ``bm25``."""
-
-
-def cache_dir() -> Path:
-    """Where index files live: ``$FSDP_SKILL_CACHE``, else the user's cache folder."""
-    explicit = os.environ.get("FSDP_SKILL_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "fsdp-skill"
 
 
 _KEYS: dict[tuple, str] = {}
