@@ -10,7 +10,9 @@ and why:
   but a fixed MFU ignores that the ops FLOPs leave out (norms, softmax, the loss, element-
   wise) are a larger share of a narrow model; measured: the 2x wider model within +4..10%.
 - checkpointing's extra compute, 10% of the step: recomputation runs those same ops again,
-  in the same proportion; measured within 0.05.
+  in the same proportion. Compared with the median of the ratios timed back to back in each
+  round: the ratio of the least times alone moved by up to 0.15 between runs for the small
+  model (a short step), and failed a CI run at 0.105.
 - CPU optimizer step, 20%: the fused kernel streams memory, so time follows parameters;
   what is left is memory-bandwidth noise from other processes (their stalls count as CPU
   time), so the two sets' steps are timed interleaved; measured within 5%, also next to a
@@ -62,7 +64,7 @@ def test_checkpointing_adds_what_recomputation_costs(measured):
     for name in ("small", "large"):
         plain, ckpt = compute[name], compute[name + "+ac"]
         planned = ckpt["planned"] / plain["planned"]
-        real = ckpt["measured"] / plain["measured"]
+        real = ckpt["ratio"]  # the median of the ratios timed back to back
         assert abs(planned - real) <= 0.10, (name, planned, real)
 
 

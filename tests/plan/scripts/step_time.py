@@ -14,6 +14,7 @@ Prints one ``RESULT`` JSON line.
 """
 
 import json
+import statistics
 import time
 
 import torch
@@ -123,10 +124,16 @@ def main() -> None:
         for name, c in (("small", SMALL), ("large", LARGE))
         for ac in (False, True)
     }
-    measured = {key: float("inf") for key in runs}
-    for _ in range(REPEATS):  # interleaved, so a slow spell hits every run alike
-        for key, run in runs.items():
-            measured[key] = min(measured[key], cpu_seconds(run, 1))
+    rounds = []
+    for _ in range(2 * REPEATS):  # interleaved, so a slow spell hits every run alike
+        rounds.append({key: cpu_seconds(run, 1) for key, run in runs.items()})
+    measured = {key: min(r[key] for r in rounds) for key in runs}
+    # checkpointing's cost as the median of ratios timed back to back: a short step's least
+    # time alone moves with every pause, the ratio within one round much less
+    ac_ratio = {
+        name: statistics.median(r[name, True] / r[name, False] for r in rounds)
+        for name in ("small", "large")
+    }
     peak = max(peak, matmul_flops())
     small = planned(SMALL, False)
     mfu = small.flops / (measured["small", False] * peak)
@@ -134,6 +141,7 @@ def main() -> None:
         f"{name}{'+ac' if ac else ''}": {
             "measured": measured[name, ac],
             "planned": planned(config, ac, gpu_flops=peak, mfu=min(mfu, 1.0)).compute,
+            "ratio": ac_ratio[name] if ac else 1.0,
         }
         for name, config in (("small", SMALL), ("large", LARGE))
         for ac in (False, True)
