@@ -239,6 +239,42 @@ def test_concurrent_installs_into_a_new_folder_are_undone_by_one_uninstall(tmp_p
     assert snapshot(tmp_path) == before
 
 
+def test_an_install_that_made_the_folders_records_them_when_it_finds_the_bundle_written(
+    tmp_path: Path, monkeypatch
+):
+    """The race behind a failed concurrent-install run: another install, which found the
+    folders already made, took the lock first and wrote the same bundle (listing no created
+    folders); the install that made them then finds the bundle up to date and must still add
+    them to the manifest, or no uninstall ever removes them."""
+    import contextlib
+
+    from fsdp_skill import locking
+    from fsdp_skill.install import installer
+
+    before = snapshot(tmp_path)
+    dest = tmp_path / "a" / "b"
+    dest.mkdir(parents=True)  # made by the install that is slower to take the lock
+    installer.install(dest=dest, mcp=False, api_refs=False)  # the one that found them made
+    assert json.loads((dest / SKILL / MANIFEST).read_text())["created_dirs"] == []
+    real_lock = locking.bundle_lock
+
+    @contextlib.contextmanager
+    def lock_having_made(bundle_dir, make_parents=False):
+        with real_lock(bundle_dir, make_parents) as made:
+            assert made == []
+            yield [dest, dest.parent]  # what this install's mkdir calls created, earlier
+
+    monkeypatch.setattr(locking, "bundle_lock", lock_having_made)
+    report = installer.install(dest=dest, mcp=False, api_refs=False)
+    assert report.installed == [] and report.skipped  # the bundle itself was up to date
+    manifest = json.loads((dest / SKILL / MANIFEST).read_text())
+    assert manifest["created_dirs"] == [str(dest), str(dest.parent)]
+    monkeypatch.undo()
+    assert fsdp("verify", dest / SKILL, "--no-torch").code == 0
+    assert fsdp("uninstall", "--dest", dest).code == 0
+    assert snapshot(tmp_path) == before
+
+
 def test_an_install_that_finishes_second_keeps_the_first_ones_created_folders(tmp_path: Path):
     """The first install creates a/b; the second starts after that and swaps its bundle in
     last: the manifest must still list a/b and a."""

@@ -265,6 +265,10 @@ def _install_locked(
         )
     kept, obsolete, new_hashes, changed = _plan_files(bundle_dir, manifest, files, force)
     if not changed:
+        if manifest is not None and made and not dry_run:
+            # A concurrent install that found the folders made took the lock first and wrote
+            # this same bundle: record the folders this one created, or no uninstall removes them.
+            _record_created(bundle_dir, manifest, merge_created(manifest, made))
         for c in target.clients:
             report.skipped.append({"client": c, "path": str(target.path), "reason": "up to date"})
         report.actions.append(f"up to date: {shown}")
@@ -279,6 +283,13 @@ def _install_locked(
         return
     created = merge_created(manifest, made)
     _write_bundle(bundle_dir, files, kept, obsolete, new_hashes, created)
+
+
+def _record_created(bundle_dir: Path, manifest: dict, created: dict) -> None:
+    """Rewrite the bundle's manifest, unchanged but for the created folders it lists."""
+    data = {**manifest, **created}
+    text = json.dumps(data, indent=2, sort_keys=True)
+    atomic.write_bytes(bundle_dir / MANIFEST, text.encode("utf-8"), mode=0o644)
 
 
 def _remove_empty(folders: list[Path]) -> None:
