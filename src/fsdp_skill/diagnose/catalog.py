@@ -10,10 +10,9 @@ matched. A missing, damaged or unwritable cache only costs the time it would hav
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-from fsdp_skill.cache import cache_dir
+from fsdp_skill.cache import cache_dir, prune
 from fsdp_skill.diagnose.signatures import Signature
 
 try:  # the built-in BLAKE2: importing hashlib would load OpenSSL
@@ -21,8 +20,6 @@ try:  # the built-in BLAKE2: importing hashlib would load OpenSSL
 except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
-STALE_AFTER_S = 7 * 24 * 3600
-"""Tables nobody has read for a week (older pitfall files, other installs) are removed."""
 HERE = Path(__file__).parent
 PITFALLS_DIR = HERE.parent / "knowledge" / "pitfalls"
 
@@ -92,19 +89,7 @@ def table() -> list[Entry]:
 
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_bytes(path, _encode(found))
-        _prune(path)
+        prune(path, "signatures-*.json")
     except OSError:  # a read-only or full cache: explain still works, only slower
         pass
     return found
-
-
-def _prune(keep: Path) -> None:
-    """Remove the tables nobody has read for a week (each release or edit writes a new one;
-    another install sharing the cache folder may still read its own)."""
-    now = time.time()
-    for old in keep.parent.glob("signatures-*.json"):
-        try:
-            if old != keep and now - old.stat().st_atime > STALE_AFTER_S:
-                old.unlink()
-        except OSError:
-            pass

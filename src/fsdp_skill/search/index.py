@@ -11,11 +11,10 @@ import contextlib
 import os
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fsdp_skill.cache import cache_dir
+from fsdp_skill.cache import cache_dir, prune
 from fsdp_skill.search import pages
 
 if TYPE_CHECKING:
@@ -41,7 +40,6 @@ _CODE = (
     "errors.py",
     "asked.py",
 )
-_STALE_AFTER_S = 7 * 24 * 3600
 
 HIT_OPEN, HIT_CLOSE = "\x02", "\x03"
 
@@ -236,16 +234,6 @@ def write_index(
         raise
 
 
-def _prune(keep: Path) -> None:
-    """Remove index files nobody has used for a week (other bundles, older contents)."""
-    now = time.time()
-    for old in keep.parent.glob("search-*.sqlite"):
-        if old != keep:
-            with contextlib.suppress(OSError):
-                if now - old.stat().st_atime > _STALE_AFTER_S:
-                    old.unlink()
-
-
 def build(bundle: Path) -> Path:
     """Make sure the index of ``bundle`` exists; return its path.
 
@@ -258,7 +246,7 @@ def build(bundle: Path) -> Path:
             write_index(path, _sections(bundle))
         except sqlite3.Error as exc:  # "database or disk is full" is not an OSError
             raise OSError(f"cannot write the search index {path}: {exc}") from None
-        _prune(path)
+        prune(path, "search-*.sqlite")
     return path
 
 
