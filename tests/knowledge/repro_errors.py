@@ -242,6 +242,19 @@ def no_shard_offload_to_cpu() -> None:
         pass
 
 
+def unfrozen_after_first_forward() -> None:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    fully_shard(model[0], mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    model.requires_grad_(False)
+    model(torch.randn(2, 2))  # lazy init with no trainable parameter
+    model.requires_grad_(True)
+    model(torch.randn(2, 2)).sum().backward()
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -266,6 +279,7 @@ CASES: dict[str, Callable[[], None]] = {
     "sharding_strategy_string": sharding_strategy_string,
     "dtensor_op_without_rule": dtensor_op_without_rule,
     "no_shard_offload_to_cpu": no_shard_offload_to_cpu,
+    "unfrozen_after_first_forward": unfrozen_after_first_forward,
 }
 
 

@@ -358,6 +358,63 @@ def test_a_first_forward_under_inference_mode_breaks_training(api, tmp_path):
             _assert_signatures_match("first-forward-under-inference-mode", run.stdout, every=False)
 
 
+UNFROZEN_LATER = (
+    """
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+dist.init_process_group("gloo")
+for case in ("all_frozen", "one_module_frozen", "no_grad", "no_policy"):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 1))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    kwargs = {} if case == "no_policy" else {"mp_policy": mp}
+    fully_shard(model[0], **kwargs)
+    fully_shard(model[1], **kwargs)
+    fully_shard(model, **kwargs)
+    frozen = {"all_frozen": model, "one_module_frozen": model[0]}.get(case)
+    if frozen is not None:
+        frozen.requires_grad_(False)
+    with torch.no_grad() if case == "no_grad" else torch.enable_grad():
+        model(torch.randn(2, 4))  # the first forward: FSDP2 initialises itself
+    model.requires_grad_(True)
+    try:
+        model(torch.randn(2, 4)).float().sum().backward()
+        outcome = f"TRAINED {model[0].weight.grad.dtype}"
+    except Exception as exc:
+        outcome = f"FAILED {type(exc).__name__} {exc}"
+    if dist.get_rank() == 0:  # both ranks take the same path; one prints
+        print(case, outcome, flush=True)
+"""
+    + EXIT_AFTER_GLOO
+)
+
+
+@pytest.mark.slow
+def test_parameters_unfrozen_after_fsdp2s_first_forward_fail_under_mixed_precision(tmp_path):
+    """fsdp2-first-forward-all-frozen: with a MixedPrecisionPolicy, a first forward with every
+    parameter of a fully_shard module frozen fails the backward after unfreezing (with the
+    pitfall's signature), also for one module of several; a no_grad first forward, or no
+    policy, trains with float32 gradients."""
+    from tests.distributed import run_ranks
+
+    script = tmp_path / "unfrozen_later.py"
+    script.write_text(UNFROZEN_LATER, encoding="utf-8")
+    run = run_ranks(script, 2, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = {line.split()[0]: line for line in run.stdout.splitlines() if " " in line}
+    for case in ("all_frozen", "one_module_frozen"):
+        assert "FAILED RuntimeError" in lines[case], run.stdout[-2000:]
+        _assert_signatures_match("fsdp2-first-forward-all-frozen", lines[case], every=False)
+    for case in ("no_grad", "no_policy"):
+        assert "TRAINED torch.float32" in lines[case], run.stdout[-2000:]
+
+
 def test_fsdp1_refuses_modules_on_several_devices_with_the_pitfalls_messages(monkeypatch):
     """fsdp1-module-on-several-devices: torch's own check, run on parameters that report the
     devices of the published error (a GPU and meta) and of a CPU + GPU mix without device_id,
