@@ -415,6 +415,38 @@ def test_parameters_unfrozen_after_fsdp2s_first_forward_fail_under_mixed_precisi
         assert "TRAINED torch.float32" in lines[case], run.stdout[-2000:]
 
 
+def test_fsdp1_state_dict_type_on_an_unwrapped_model_fails_when_the_block_ends():
+    """fsdp1-state-dict-type-before-wrap: the body runs, switching nothing; the exit finds no
+    flavour to restore and raises KeyError: None (the traceback the signature quotes)."""
+    import traceback
+
+    from torch.distributed.fsdp import FullyShardedDataParallel, StateDictType
+
+    model = torch.nn.Linear(2, 2)
+    ran = False
+    with pytest.raises(KeyError) as raised:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            with FullyShardedDataParallel.state_dict_type(model, StateDictType.SHARDED_STATE_DICT):
+                ran = True
+                assert "weight" in model.state_dict()  # a plain state dict: nothing switched
+    assert ran and raised.value.args == (None,)
+    text = "".join(traceback.format_exception(raised.value))
+    _assert_signatures_match("fsdp1-state-dict-type-before-wrap", text, every=False)
+
+
+def test_the_trainer_loads_an_fsdp_checkpoint_after_preparing_the_model():
+    """fsdp1-state-dict-type-before-wrap: the installed Trainer skips the early resume for FSDP
+    and loads FSDP checkpoints into the wrapped model after accelerator.prepare."""
+    trainer = pytest.importorskip("transformers.trainer")
+    train = inspect.getsource(trainer.Trainer.train)
+    early = train.index("self._load_from_checkpoint(resume_from_checkpoint)")
+    assert "not self.is_fsdp_enabled" in train[:early]
+    prepare = inspect.getsource(trainer.Trainer._prepare_for_training)
+    late = prepare.index("self._load_from_checkpoint(resume_from_checkpoint, self.model_wrapped)")
+    assert "self.accelerator.prepare(" in prepare[:late]
+
+
 def test_fsdp1_refuses_modules_on_several_devices_with_the_pitfalls_messages(monkeypatch):
     """fsdp1-module-on-several-devices: torch's own check, run on parameters that report the
     devices of the published error (a GPU and meta) and of a CPU + GPU mix without device_id,
