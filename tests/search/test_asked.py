@@ -90,3 +90,38 @@ def test_lent_answers_never_lift_a_section_without_content_above_one_with_conten
     out = rank.lend_answers(ranked, more, {"links": 1.0, "voted": 1.0})
     assert [row[1] for row in out] == ["text", "voted", "links"]  # 11.7 for links, still last
     assert out[1][-1] == rank.ASKED_WEIGHT * 9.0
+
+
+def test_chinese_text_is_cut_into_pairs_of_characters():
+    from fsdp_skill.search.tokens import han_bigrams
+
+    assert han_bigrams("多卡训练 OOM 了") == ["多卡", "卡训", "训练"]
+    assert han_bigrams("fsdp hangs") == []
+    assert asked.han_rows([("显存不均衡", ("a", "a", "gone")), ("no chinese", ("a",))], {"a"}) == [
+        ("a", "显存 存不 不均 均衡")
+    ]
+
+
+def test_an_earlier_chinese_question_lends_its_answer_through_words_no_glossary_lists(
+    bundle, tmp_path, monkeypatch
+):
+    # No glossary lists 噼啪咕噜 and no section says "zorblax": only the pairs of characters
+    # can tie the question to the earlier one.
+    question = "zorblax 噼啪咕噜怎么办"
+    earlier = tmp_path / "asked.toml"
+    earlier.write_text("", encoding="utf-8")
+    monkeypatch.setattr(asked, "ASKED_FILE", earlier)
+    assert _ids(question, bundle) == []
+    earlier.write_text(
+        '[[asked]]\nq = "又遇到噼啪咕噜"\nsource = "https://example.org/2"\n'
+        'ids = ["pitfall:full-state-dict-oom"]\n',
+        encoding="utf-8",
+    )
+    assert _ids(question, bundle) == ["pitfall:full-state-dict-oom"]
+    # an English question does not consult the pairs
+    assert "pitfall:full-state-dict-oom" not in _ids("reshard after forward", bundle)
+
+
+def test_character_pair_votes_add_to_the_word_votes():
+    joined = rank.joined_votes({"a": 1.0, "b": 0.5}, {"b": 1.0, "c": 0.2})
+    assert joined == {"a": 1.0, "b": 0.5 + rank.HAN_WEIGHT, "c": 0.2 * rank.HAN_WEIGHT}

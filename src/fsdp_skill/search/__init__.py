@@ -92,10 +92,10 @@ def _spelling_fixes(db, weighted: dict[str, int]) -> dict[str, int]:
 
 def _ranked(db, query: str, k: int) -> dict:
     from fsdp_skill.search import errors, index, rank
-    from fsdp_skill.search.tokens import weighted_terms
+    from fsdp_skill.search.tokens import han_bigrams, weighted_terms
 
     weighted = weighted_terms(query)
-    if not weighted:
+    if not weighted:  # nothing the index knows: pairs of characters alone match too loosely
         return {"query": query, "results": []}
     weighted.update(_spelling_fixes(db, weighted))
     terms = list(weighted)
@@ -103,6 +103,11 @@ def _ranked(db, query: str, k: int) -> dict:
     leaders = index.leaders(db, expression, rank.weights(query), max(rank.CANDIDATES, 2 * k))
     ranked = rank.rerank(leaders, query, terms, len(leaders))
     votes = rank.asked_votes(index.asked_like(db, expression, rank.ASKED_NEIGHBOURS))
+    grams = han_bigrams(query)
+    if grams:  # Chinese: earlier questions that share its words, glossary or not
+        pairs = rank.match_expression(list(dict.fromkeys(grams)))
+        alike = index.asked_han_like(db, pairs, rank.HAN_NEIGHBOURS)
+        votes = rank.joined_votes(votes, rank.asked_votes(alike))
     found = {row[1] for row in ranked}
     more = index.rows(db, [sid for sid in votes if sid not in found])
     ranked = rank.lend_answers(ranked, more, votes)[:k]

@@ -63,3 +63,19 @@ def rows(asked: list[tuple[str, tuple[str, ...]]], section_ids: set[str]) -> lis
             continue
         out.extend((sid, terms) for sid in dict.fromkeys(answers) if sid in section_ids)
     return out
+
+
+def han_rows(
+    asked: list[tuple[str, tuple[str, ...]]], section_ids: set[str]
+) -> list[tuple[str, str]]:
+    """``(section id, Chinese character pairs)`` for each Chinese question and each of its
+    answers the bundle has: Chinese questions meet earlier ones in the words they share even
+    where the glossary knows neither."""
+    from fsdp_skill.search.tokens import han_bigrams
+
+    out = []
+    for question, answers in asked:
+        grams = " ".join(han_bigrams(question))
+        if grams:
+            out.extend((sid, grams) for sid in dict.fromkeys(answers) if sid in section_ids)
+    return out

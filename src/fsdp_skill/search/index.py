@@ -122,6 +122,9 @@ CREATE VIRTUAL TABLE asked USING fts5(  -- questions asked before, one row per a
     section UNINDEXED, terms,
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE VIRTUAL TABLE asked_han USING fts5(  -- the Chinese ones as character pairs
+    section UNINDEXED, grams, tokenize = 'unicode61'
+);
 CREATE TABLE word (  -- every word of the sections and in how many it occurs: spelling fixes
     w TEXT PRIMARY KEY, n INTEGER NOT NULL
 ) WITHOUT ROWID;
@@ -214,9 +217,10 @@ def write_index(
             db.executemany(
                 "INSERT INTO word VALUES (?,?)", tokens.document_frequencies(found_texts)
             )
+            searchable = {s.id for s in found if s.kind != sections.INDEX_KIND}
+            db.executemany("INSERT INTO asked VALUES (?,?)", asked.rows(asked_before, searchable))
             db.executemany(
-                "INSERT INTO asked VALUES (?,?)",
-                asked.rows(asked_before, {s.id for s in found if s.kind != sections.INDEX_KIND}),
+                "INSERT INTO asked_han VALUES (?,?)", asked.han_rows(asked_before, searchable)
             )
             db.executemany(
                 "INSERT INTO signature VALUES (?,?,?,?,?)",
@@ -384,6 +388,15 @@ def asked_like(db: sqlite3.Connection, expression: str, limit: int) -> list[tupl
     ``(section id, bm25)``, most alike first (several rows may name one section)."""
     return db.execute(
         "SELECT section, bm25(asked) AS score FROM asked WHERE asked MATCH ?"
+        " ORDER BY score LIMIT ?",
+        (expression, limit),
+    ).fetchall()
+
+
+def asked_han_like(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[str, float]]:
+    """``asked_like`` for Chinese character pairs (``expression`` over ``tokens.han_bigrams``)."""
+    return db.execute(
+        "SELECT section, bm25(asked_han) AS score FROM asked_han WHERE asked_han MATCH ?"
         " ORDER BY score LIMIT ?",
         (expression, limit),
     ).fetchall()

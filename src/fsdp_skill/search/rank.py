@@ -16,7 +16,8 @@ section that is only links or a heading comes after every section with content.
 
 Last, the questions asked before (``asked.py``) lend their answers: the sections that
 answered the earlier questions most like this one gain in proportion to the likeness, and
-join the candidates when BM25 did not find them.
+join the candidates when BM25 did not find them. A Chinese question is also compared with the
+earlier Chinese ones by pairs of characters, which needs no glossary.
 
 The constants were chosen on the tuned part of the question corpus
 (``benchmarks/search_corpus.toml``); its hold-out part was never used to choose them.
@@ -195,6 +196,22 @@ def asked_votes(alike: list[tuple[str, float]]) -> dict[str, float]:
     for section_id, bm25 in alike:
         votes.setdefault(section_id, bm25 / best)
     return votes
+
+
+HAN_NEIGHBOURS = 10
+"""How many answers of earlier Chinese questions, matched by character pairs, lend votes."""
+HAN_WEIGHT = 1.0
+"""A character-pair vote's weight next to a vote of the glossary-read words: Chinese questions
+name their problem in words no glossary lists, and earlier questions worded alike are the
+evidence that is left."""
+
+
+def joined_votes(votes: dict[str, float], han: dict[str, float]) -> dict[str, float]:
+    """``votes`` with the character-pair votes ``han`` added at ``HAN_WEIGHT``."""
+    out = dict(votes)
+    for section_id, likeness in han.items():
+        out[section_id] = out.get(section_id, 0.0) + HAN_WEIGHT * likeness
+    return out
 
 
 def lend_answers(ranked: list[tuple], more: list[tuple], votes: dict[str, float]) -> list[tuple]:

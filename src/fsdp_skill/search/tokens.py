@@ -112,6 +112,16 @@ def _chinese_terms(query: str) -> tuple[list[str], str]:
     return added, rest
 
 
+_HAN_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def han_bigrams(text: str) -> list[str]:
+    """Every pair of adjacent Chinese characters of ``text``, in order (a lone character
+    between other scripts gives none): the usual index unit for Chinese, which has no spaces
+    between words, so that questions meet in words the glossary does not list."""
+    return [run[i : i + 2] for run in _HAN_RUN.findall(text) for i in range(len(run) - 1)]
+
+
 def _plain(word: str) -> str:
     """A light stem (plural s dropped) for comparing words of titles, glossary terms and queries."""
     return word[:-1] if word.endswith("s") and len(word) > 3 else word
