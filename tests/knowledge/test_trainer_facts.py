@@ -1,7 +1,8 @@
 """What Hugging Face Trainer does that the guides state, checked in the installed transformers.
 
 checkpointing says which processes write with ``save_on_each_node``; migrate-ddp-to-fsdp that
-the loss Trainer logs is already the mean over the processes.
+the loss Trainer logs is already the mean over the processes; process-groups which timeout the
+Trainer and Accelerate give the process group.
 """
 
 from __future__ import annotations
@@ -25,3 +26,57 @@ def test_trainer_logs_the_loss_averaged_over_the_processes():
     """migrate-ddp-to-fsdp: 'Trainer logs the mean over the processes already'."""
     source = inspect.getsource(transformers.Trainer._maybe_log_save_evaluate)
     assert "nested_gather(tr_loss" in source and ").mean()" in source
+
+
+TIMEOUT_PROBE = """
+import os
+import sys
+import tempfile
+
+import torch.distributed as dist
+import torch
+from transformers import TrainingArguments
+
+kwargs = {"ddp_timeout": int(sys.argv[1])} if sys.argv[1] != "default" else {}
+args = TrainingArguments(output_dir=tempfile.mkdtemp(), use_cpu=sys.argv[2] == "use_cpu", **kwargs)
+args.device  # sets up the distributed state: init_process_group
+group = dist.distributed_c10d._get_default_group()
+if dist.get_rank() == 0:
+    print("TIMEOUT", group._get_backend(torch.device("cpu")).options._timeout, flush=True)
+dist.destroy_process_group()
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+@pytest.mark.slow
+def test_the_trainers_ddp_timeout_is_the_process_groups_timeout(tmp_path):
+    """process-groups: TrainingArguments(ddp_timeout=...) (seconds, default 1800) is the
+    timeout the Trainer's init_process_group gets, except with use_cpu=True, where
+    transformers 5.24 leaves torch's default (a CPU-only machine without use_cpu takes the
+    path a GPU run takes)."""
+    from datetime import timedelta
+
+    from tests.distributed import run_ranks
+
+    field = transformers.TrainingArguments.__dataclass_fields__["ddp_timeout"]
+    assert field.default == 1800
+    script = tmp_path / "timeout_probe.py"
+    script.write_text(TIMEOUT_PROBE, encoding="utf-8")
+    cases = (
+        ("77", "devices", timedelta(seconds=77)),
+        ("default", "devices", timedelta(seconds=1800)),
+        ("77", "use_cpu", timedelta(minutes=30)),  # Gloo's own default: ddp_timeout unused
+    )
+    for timeout, where, expected in cases:
+        run = run_ranks(script, 2, args=[timeout, where], timeout=180, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert f"TIMEOUT {expected}" in run.stdout, (timeout, where, run.stdout[-2000:])
+
+
+def test_accelerate_defaults_the_nccl_timeout_to_ten_minutes_and_others_to_thirty():
+    """process-groups: InitProcessGroupKwargs without a timeout keeps torch's defaults."""
+    from accelerate import InitProcessGroupKwargs
+
+    assert InitProcessGroupKwargs(backend="nccl").timeout.total_seconds() == 600
+    assert InitProcessGroupKwargs(backend="gloo").timeout.total_seconds() == 1800
