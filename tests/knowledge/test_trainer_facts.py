@@ -80,3 +80,11 @@ def test_accelerate_defaults_the_nccl_timeout_to_ten_minutes_and_others_to_thirt
 
     assert InitProcessGroupKwargs(backend="nccl").timeout.total_seconds() == 600
     assert InitProcessGroupKwargs(backend="gloo").timeout.total_seconds() == 1800
+
+
+def test_the_trainer_logs_the_global_batch_as_micro_batch_times_accumulation_times_ranks():
+    """migrate-ddp-to-fsdp: the Trainer's "Total train batch size" is the global batch."""
+    source = inspect.getsource(transformers.Trainer)
+    assert "Total train batch size (w. parallel, distributed & accumulation)" in source
+    total = inspect.getsource(transformers.Trainer.get_total_train_batch_size)
+    assert "micro_batch * grad_accum * dp_world_size" in total
