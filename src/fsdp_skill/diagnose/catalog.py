@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fsdp_skill import knowledge
 from fsdp_skill.cache import cache_dir, prune
 from fsdp_skill.diagnose.signatures import Signature
 
@@ -21,7 +22,6 @@ except ImportError:  # pragma: no cover - Python builds without the module
     from hashlib import blake2b
 
 HERE = Path(__file__).parent
-PITFALLS_DIR = HERE.parent / "knowledge" / "pitfalls"
 
 Entry = tuple[str, tuple[str, ...], tuple[Signature, ...]]
 """A pitfall with signatures: its id, its tags and its prepared signatures."""
@@ -29,7 +29,7 @@ Entry = tuple[str, tuple[str, ...], tuple[Signature, ...]]
 
 def source_files() -> list[Path]:
     """The files the table is computed from: the pitfalls and the code that prepares them."""
-    return [HERE / "signatures.py", Path(__file__), *sorted(PITFALLS_DIR.glob("*.toml"))]
+    return [HERE / "signatures.py", Path(__file__), *sorted(knowledge.PITFALLS_DIR.glob("*.toml"))]
 
 
 def _key(files: list[Path]) -> str:
@@ -42,7 +42,6 @@ def _key(files: list[Path]) -> str:
 
 def build() -> list[Entry]:
     """The table, computed from the knowledge's pitfalls."""
-    from fsdp_skill import knowledge
     from fsdp_skill.diagnose.signatures import prepared
 
     return [

@@ -29,6 +29,7 @@ else:  # pragma: no cover
 from fsdp_skill.markdown import split_front_matter
 
 KNOWLEDGE_DIR = Path(__file__).parent
+PITFALLS_DIR = KNOWLEDGE_DIR / "pitfalls"
 RUN_MODES = ("ws=1", "ws=2", "ws=4", "gpu", "snippet")
 """How a Python block is tested: run at world size N on CPU/gloo, or only compiled and
 symbol-checked (``gpu``: needs a GPU; ``snippet``: a fragment, e.g. the bad code of a pitfall)."""
@@ -188,7 +189,7 @@ def load_guide(path: Path) -> Guide:
 @lru_cache(maxsize=1)
 def pitfalls() -> tuple[Pitfall, ...]:
     """All pitfalls, sorted by id."""
-    return tuple(load_pitfall(p) for p in sorted((KNOWLEDGE_DIR / "pitfalls").glob("*.toml")))
+    return tuple(load_pitfall(p) for p in sorted(PITFALLS_DIR.glob("*.toml")))
 
 
 @lru_cache(maxsize=1)
@@ -253,7 +254,7 @@ def pitfall_alone(pitfall_id: str) -> Pitfall | None:
     (``explain`` needs the few that matched)."""
     if pitfalls.cache_info().currsize or not _ID.match(pitfall_id):
         return pitfall(pitfall_id)
-    path = KNOWLEDGE_DIR / "pitfalls" / f"{pitfall_id}.toml"
+    path = PITFALLS_DIR / f"{pitfall_id}.toml"
     return load_pitfall(path) if path.is_file() else None
 
 
