@@ -13,13 +13,21 @@ Read only when the index is built: a search never parses the file.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 ASKED_FILE = Path(__file__).resolve().parent.parent / "knowledge" / "asked.toml"
 GUIDE = "guide:"
 """A label ``guide:<id>``: any section of that guide; stored as the guide's opening section."""
 
 
-def load(path: Path | None = None) -> list[tuple[str, tuple[str, ...]]]:
+Asked = list[tuple[str, tuple[str, ...]]]
+"""Questions and the section ids that answer them, as ``load`` returns them."""
+
+
+def load(path: Path | None = None) -> Asked:
     """``(question, answering section ids)`` for every question of ``path`` (default: the
     shipped file; none if absent)."""
     return [(e["q"], section_ids(e)) for e in load_entries(path)]
@@ -48,7 +56,7 @@ def section_id(label: str) -> str:
     return label[len(GUIDE) :] if label.startswith(GUIDE) else label
 
 
-def rows(asked: list[tuple[str, tuple[str, ...]]], section_ids: set[str]) -> list[tuple[str, str]]:
+def rows(asked: Asked, section_ids: set[str]) -> list[tuple[str, str]]:
     """``(section id, search terms)`` for each question and each of its answers the bundle has.
 
     The terms are the question as a search reads it (identifiers split, Chinese through the
@@ -56,26 +64,29 @@ def rows(asked: list[tuple[str, tuple[str, ...]]], section_ids: set[str]) -> lis
     same words."""
     from fsdp_skill.search.tokens import weighted_terms
 
-    out = []
-    for question, answers in asked:
-        terms = " ".join(t for t, n in weighted_terms(question).items() for _ in range(n))
-        if not terms:
-            continue
-        out.extend((sid, terms) for sid in dict.fromkeys(answers) if sid in section_ids)
-    return out
+    def terms(question: str) -> str:
+        return " ".join(t for t, n in weighted_terms(question).items() for _ in range(n))
+
+    return _per_answer(asked, section_ids, terms)
 
 
-def han_rows(
-    asked: list[tuple[str, tuple[str, ...]]], section_ids: set[str]
-) -> list[tuple[str, str]]:
+def han_rows(asked: Asked, section_ids: set[str]) -> list[tuple[str, str]]:
     """``(section id, Chinese character pairs)`` for each Chinese question and each of its
     answers the bundle has: Chinese questions meet earlier ones in the words they share even
     where the glossary knows neither."""
     from fsdp_skill.search.tokens import han_bigrams
 
+    return _per_answer(asked, section_ids, lambda question: " ".join(han_bigrams(question)))
+
+
+def _per_answer(
+    asked: Asked, section_ids: set[str], indexed: Callable[[str], str]
+) -> list[tuple[str, str]]:
+    """``(section id, indexed(question))`` for each answer the bundle has, once per question;
+    questions whose indexed text is empty are left out."""
     out = []
     for question, answers in asked:
-        grams = " ".join(han_bigrams(question))
-        if grams:
-            out.extend((sid, grams) for sid in dict.fromkeys(answers) if sid in section_ids)
+        text = indexed(question)
+        if text:
+            out.extend((sid, text) for sid in dict.fromkeys(answers) if sid in section_ids)
     return out
