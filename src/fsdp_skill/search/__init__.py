@@ -106,7 +106,7 @@ def _ranked(db, query: str, k: int) -> dict:
     grams = han_bigrams(query)
     if grams:  # Chinese: earlier questions that share its words, glossary or not
         pairs = rank.match_expression(list(dict.fromkeys(grams)))
-        alike = index.asked_han_like(db, pairs, rank.HAN_NEIGHBOURS)
+        alike = index.asked_like(db, pairs, rank.HAN_NEIGHBOURS, table="asked_han")
         votes = rank.joined_votes(votes, rank.asked_votes(alike))
     found = {row[1] for row in ranked}
     more = index.rows(db, [sid for sid in votes if sid not in found])

@@ -383,20 +383,20 @@ def leaders(
     ).fetchall()
 
 
-def asked_like(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[str, float]]:
-    """The answers of the ``limit`` earlier questions most like ``expression``:
-    ``(section id, bm25)``, most alike first (several rows may name one section)."""
-    return db.execute(
-        "SELECT section, bm25(asked) AS score FROM asked WHERE asked MATCH ?"
-        " ORDER BY score LIMIT ?",
-        (expression, limit),
-    ).fetchall()
+ASKED_TABLES = ("asked", "asked_han")
+"""The earlier questions by their search terms, and the Chinese ones by character pairs."""
 
 
-def asked_han_like(db: sqlite3.Connection, expression: str, limit: int) -> list[tuple[str, float]]:
-    """``asked_like`` for Chinese character pairs (``expression`` over ``tokens.han_bigrams``)."""
+def asked_like(
+    db: sqlite3.Connection, expression: str, limit: int, table: str = "asked"
+) -> list[tuple[str, float]]:
+    """The answers of the ``limit`` earlier questions of ``table`` most like ``expression``
+    (its search terms, or for ``asked_han`` its ``tokens.han_bigrams``): ``(section id,
+    bm25)``, most alike first (several rows may name one section)."""
+    if table not in ASKED_TABLES:
+        raise ValueError(f"no table of earlier questions {table!r}")
     return db.execute(
-        "SELECT section, bm25(asked_han) AS score FROM asked_han WHERE asked_han MATCH ?"
+        f"SELECT section, bm25({table}) AS score FROM {table} WHERE {table} MATCH ?"
         " ORDER BY score LIMIT ?",
         (expression, limit),
     ).fetchall()
