@@ -3,7 +3,7 @@ accelerate.
 
 torchrun-libuv-on-windows, torchrun-not-on-path and device-map-auto-under-distributed explain
 their errors with how the packages behave, elastic-restarts says how restarts are counted on
-each node; these tests fail when a release changes that.
+each node and what starts one; these tests fail when a release changes that.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import ast
 import importlib
 import importlib.metadata
 import inspect
+import re
 import subprocess
 import sys
 import textwrap
@@ -129,6 +130,89 @@ def test_the_agent_takes_a_restart_only_when_its_own_workers_failed():
     assert source.count("self._remaining_restarts -= 1") == 1
     healthy = source[source.index("WorkerState.HEALTHY") :]
     assert "num_nodes_waiting" in healthy and "_remaining_restarts" not in healthy
+
+
+# Rank 1 hangs on the first attempt (alive, in no collective); rank 0 waits for it in a
+# barrier until the group's timeout ends it with an error. The second attempt only reports.
+HUNG_WORKER = """
+import os, time
+from datetime import timedelta
+import torch.distributed as dist
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+started = os.path.join(os.environ["MARKERS"], "started")
+if attempt == 0:
+    dist.init_process_group("gloo", timeout=timedelta(seconds=TIMEOUT))
+    if dist.get_rank() == 0:
+        open(started, "w").write(str(time.time()))
+    dist.barrier()  # so that rank 0 wrote the start time before rank 1 hangs
+    if dist.get_rank() == 1:
+        time.sleep(120)
+    dist.barrier()
+    raise SystemExit("rank 0 passed a barrier that rank 1 never reached")
+waited = time.time() - float(open(started).read())
+print(f"rank {os.environ['RANK']} attempt {attempt} after {waited:.1f} s", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_hung_worker_restarts_only_once_the_collective_timeout_ends_its_peer(tmp_path):
+    """elastic-restarts: a worker that hangs is not a failure. Its agent restarts the job
+    only when the peer waiting for it fails on the group's timeout, and then stops the hung
+    worker too."""
+    timeout = 6
+    script = tmp_path / "hung_worker.py"
+    script.write_text(textwrap.dedent(HUNG_WORKER).replace("TIMEOUT", str(timeout)))
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+         "--max-restarts=1", "--monitor-interval=0.2", f"--master-port={free_port()}",
+         str(script)],
+        env=quiet_env({"MARKERS": str(tmp_path)}),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        out = agent.communicate(timeout=90)[0]
+    finally:
+        if agent.poll() is None:
+            kill_tree(agent.pid)
+    assert agent.returncode == 0, out[-3000:]
+    waits = [float(w) for w in re.findall(r"rank [01] attempt 1 after ([\d.]+) s", out)]
+    assert len(waits) == 2, out[-3000:]
+    assert min(waits) >= timeout, out[-3000:]  # nothing restarted while rank 1 only hung
+
+
+def test_the_agent_restarts_on_an_exit_or_a_waiting_node_only():
+    """elastic-restarts: what the agent watches, and the rendezvous keep-alive it quotes."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+    from torch.distributed.run import get_args_parser
+
+    monitor = inspect.getsource(LocalElasticAgent._monitor_workers)
+    assert "self._pcontext.wait(0)" in monitor  # the state comes from the processes' exits
+    waiting = inspect.getsource(dynamic_rendezvous.DynamicRendezvousHandler.num_nodes_waiting)
+    assert "len(self._state_holder.state.wait_list)" in waiting
+    handler = inspect.getsource(dynamic_rendezvous.create_handler)
+    assert 'get_as_int("keep_alive_interval", 5)' in handler
+    assert 'get_as_int("keep_alive_max_attempt", 3)' in handler
+    assert get_args_parser().parse_args(["train.py"]).monitor_interval == 0.1
+
+
+def test_accelerate_launch_hands_its_restart_and_rendezvous_options_to_torchrun():
+    """elastic-restarts: accelerate launch filters these four options into torchrun's own
+    arguments, unchanged."""
+    pytest.importorskip("accelerate")
+    from accelerate.commands.launch import launch_command_parser, multi_gpu_launcher
+    from accelerate.utils.launch import _filter_args
+    from torch.distributed.run import get_args_parser
+
+    assert "_filter_args(" in inspect.getsource(multi_gpu_launcher)
+    args = launch_command_parser().parse_args(
+        ["--max_restarts", "2", "--monitor_interval", "0.5", "--rdzv_backend", "c10d",
+         "--rdzv_conf", "join_timeout=900,last_call_timeout=60", "train.py"]
+    )  # fmt: skip
+    torchrun = _filter_args(args, get_args_parser(), ["--training_script", "train.py"])
+    assert (torchrun.max_restarts, torchrun.monitor_interval) == (2, 0.5)
+    assert torchrun.rdzv_backend == "c10d"
+    assert torchrun.rdzv_conf == "join_timeout=900,last_call_timeout=60"
 
 
 def test_accelerate_launch_passes_max_restarts_to_torchrun():
