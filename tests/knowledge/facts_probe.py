@@ -188,6 +188,13 @@ def sync_batchnorm_on_cpu() -> str | None:
     return _error(lambda: layer(torch.randn(8, 4)))
 
 
+def all_gather_uneven_sizes() -> str | None:
+    """gloo-all-gather-uneven-sizes: Gloo refuses an output list of per-rank sizes."""
+    world = dist.get_world_size()
+    gathered = [torch.empty(i + 1) for i in range(world)]  # rank i contributes i + 1 values
+    return _error(lambda: dist.all_gather(gathered, torch.ones(dist.get_rank() + 1)))
+
+
 def fsdp1_helpers_on_fsdp2() -> dict:
     """fsdp1-api-on-fsdp2-module: FSDP1's static helpers find no FSDP1 unit in an FSDP2 model."""
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
@@ -284,6 +291,7 @@ CASES: dict[str, Callable[[], object]] = {
     "hsdp_all_reduces_per_backward": hsdp_all_reduces_per_backward,
     "grad_scaler_with_fsdp2": grad_scaler_with_fsdp2,
     "sync_batchnorm_on_cpu": sync_batchnorm_on_cpu,
+    "all_gather_uneven_sizes": all_gather_uneven_sizes,
     "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
 }

@@ -255,6 +255,11 @@ def unfrozen_after_first_forward() -> None:
     model(torch.randn(2, 2)).sum().backward()
 
 
+def all_gather_uneven_on_gloo() -> None:
+    gathered = [torch.empty(3)]  # sized for another rank's tensor, not this one's (2)
+    dist.all_gather(gathered, torch.ones(2))
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -280,6 +285,7 @@ CASES: dict[str, Callable[[], None]] = {
     "dtensor_op_without_rule": dtensor_op_without_rule,
     "no_shard_offload_to_cpu": no_shard_offload_to_cpu,
     "unfrozen_after_first_forward": unfrozen_after_first_forward,
+    "all_gather_uneven_on_gloo": all_gather_uneven_on_gloo,
 }
 
 
