@@ -155,6 +155,35 @@ def test_sync_batchnorm_refuses_cpu_inputs(observed):
     assert message.removeprefix("ValueError: ") in _guide("buffers-batchnorm")
 
 
+def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
+    """gloo-all-gather-uneven-sizes: the message its signature matches, and the claim."""
+    message = observed["all_gather_uneven_sizes"]
+    assert message.startswith("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size")
+    pitfall = knowledge.pitfall("gloo-all-gather-uneven-sizes")
+    assert any(signature_matches(sig, message) for sig in pitfall.signatures)
+    assert "Gloo requires every output tensor to have the size of the local input" in _flat(
+        pitfall.cause
+    )
+
+
+def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
+    """distributed-sampler-seed-per-rank: 2 ranks, 16 samples, seeds 0 and 1: 12 distinct;
+    the sampler seeds a generator of its own from seed + epoch."""
+    import inspect
+
+    from torch.utils.data import DistributedSampler
+
+    def seen(seeds: list[int]) -> set[int]:
+        samplers = [DistributedSampler(range(16), 2, rank, seed=s) for rank, s in enumerate(seeds)]
+        return {i for sampler in samplers for i in sampler}
+
+    assert len(seen([0, 1])) == 12 and len(seen([0, 0])) == 16
+    text = _pitfall("distributed-sampler-seed-per-rank")
+    assert "with 2 ranks and 16 samples, 12 distinct ones" in text
+    source = inspect.getsource(DistributedSampler.__iter__)
+    assert "g = torch.Generator()" in source and "g.manual_seed(self.seed + self.epoch)" in source
+
+
 @pytest.mark.slow
 def test_fsdp1_helpers_find_nothing_to_do_on_an_fsdp2_module(observed):
     """fsdp1-api-on-fsdp2-module: state_dict_type leaves DTensors and fails on exit."""
