@@ -195,6 +195,17 @@ def all_gather_uneven_sizes() -> str | None:
     return _error(lambda: dist.all_gather(gathered, torch.ones(dist.get_rank() + 1)))
 
 
+def all_gather_into_stacked_output() -> dict:
+    """gloo-all-gather-uneven-sizes: Gloo takes a flat output for all_gather_into_tensor but
+    refuses the stacked (world_size, N) form."""
+    world = dist.get_world_size()
+    stacked, flat = torch.empty(world, 3), torch.empty(world * 3)
+    return {
+        "stacked": _error(lambda: dist.all_gather_into_tensor(stacked, torch.ones(3))),
+        "flat": _error(lambda: dist.all_gather_into_tensor(flat, torch.ones(3))),
+    }
+
+
 def fsdp1_helpers_on_fsdp2() -> dict:
     """fsdp1-api-on-fsdp2-module: FSDP1's static helpers find no FSDP1 unit in an FSDP2 model."""
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
@@ -292,6 +303,7 @@ CASES: dict[str, Callable[[], object]] = {
     "grad_scaler_with_fsdp2": grad_scaler_with_fsdp2,
     "sync_batchnorm_on_cpu": sync_batchnorm_on_cpu,
     "all_gather_uneven_sizes": all_gather_uneven_sizes,
+    "all_gather_into_stacked_output": all_gather_into_stacked_output,
     "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
 }

@@ -164,6 +164,11 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     assert "Gloo requires every output tensor to have the size of the local input" in _flat(
         pitfall.cause
     )
+    into = observed["all_gather_into_stacked_output"]
+    assert into["flat"] is None
+    assert any(signature_matches(sig, into["stacked"]) for sig in pitfall.signatures)
+    assert "expected (3), got (1, 3)" in into["stacked"]
+    assert "Gloo also wants its output flat" in _flat(pitfall.cause)
 
 
 def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
