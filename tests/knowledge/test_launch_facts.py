@@ -225,6 +225,46 @@ def test_accelerate_launch_passes_max_restarts_to_torchrun():
     assert launch_command_parser().parse_args(["train.py"]).max_restarts == 0
 
 
+@pytest.mark.parametrize(
+    ("processes", "same_network", "per_machine"), [(16, True, "8"), (8, False, "4")]
+)
+def test_accelerate_launch_splits_num_processes_over_the_machines(
+    monkeypatch, tmp_path, processes, same_network, per_machine
+):
+    """multi-node-launch: num_processes is the total; each machine starts num_processes //
+    num_machines, and the rendezvous is machine 0's address, as MASTER_ADDR or an endpoint."""
+    pytest.importorskip("accelerate")
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # no user config file behind the defaults
+    port = str(free_port())
+    flags = ["--multi_gpu", "--num_machines", "2", "--machine_rank", "1",
+             "--num_processes", str(processes), "--main_process_ip", "10.0.0.1",
+             "--main_process_port", port, "--mixed_precision", "no"]  # fmt: skip
+    args = launch_command_parser().parse_args(
+        flags + (["--same_network"] if same_network else []) + ["train.py"]
+    )
+    args = _validate_launch_command(args)[0]
+    prepare_multi_gpu_env(args)
+    assert (args.nproc_per_node, args.nnodes, args.node_rank) == (per_machine, "2", 1)
+    if same_network:
+        assert (args.master_addr, args.master_port) == ("10.0.0.1", port)
+    else:
+        assert args.rdzv_endpoint == f"10.0.0.1:{port}"
+
+
+def test_accelerate_refuses_a_busy_port_only_on_several_machines():
+    """multi-node-launch: the standalone fallback and the ConnectionError it quotes."""
+    pytest.importorskip("accelerate")
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    source = inspect.getsource(prepare_multi_gpu_env)
+    assert "need_port_check = num_machines <= 1 or int(args.machine_rank) == 0" in source
+    assert "standalone-like mode" in source
+    assert "Tried to launch distributed communication on port" in source
+
+
 def test_the_old_launcher_announces_its_deprecation_and_passes_local_rank():
     """deprecated-distributed-launch: its signature quotes torch's own warning."""
     source = inspect.getsource(importlib.import_module("torch.distributed.launch"))
