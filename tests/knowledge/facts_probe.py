@@ -206,6 +206,14 @@ def all_gather_into_stacked_output() -> dict:
     }
 
 
+def fsdp1_orig_param_shapes() -> list:
+    """fsdp2: FSDP1's parameters stay flat shards even with use_orig_params=True."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    model = FSDP(nn.Linear(8, 6, bias=False), use_orig_params=True, device_id=torch.device("cpu"))
+    return [list(p.shape) for p in model.parameters()]
+
+
 def fsdp1_helpers_on_fsdp2() -> dict:
     """fsdp1-api-on-fsdp2-module: FSDP1's static helpers find no FSDP1 unit in an FSDP2 model."""
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
@@ -304,6 +312,7 @@ CASES: dict[str, Callable[[], object]] = {
     "sync_batchnorm_on_cpu": sync_batchnorm_on_cpu,
     "all_gather_uneven_sizes": all_gather_uneven_sizes,
     "all_gather_into_stacked_output": all_gather_into_stacked_output,
+    "fsdp1_orig_param_shapes": fsdp1_orig_param_shapes,
     "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
 }

@@ -171,6 +171,26 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     assert "Gloo also wants its output flat" in _flat(pitfall.cause)
 
 
+def test_fsdp1_keeps_flat_shards_and_distribute_tensor_can_cut_locally(observed):
+    """fsdp2 (optimizers that need whole matrices): FSDP1's parameters are 1-D even with
+    use_orig_params=True (48 elements over 4 ranks: 12 each), and distribute_tensor with
+    src_data_rank=None uses each rank's own data."""
+    import inspect
+
+    from torch.distributed.tensor import distribute_tensor
+
+    assert observed["fsdp1_orig_param_shapes"] == [[12]]
+    text = _guide("fsdp2")
+    assert "(1-D shards even with `use_orig_params=True`)" in text
+    assert inspect.signature(distribute_tensor).parameters["src_data_rank"].default == 0
+    doc = _flat(distribute_tensor.__doc__)
+    assert (
+        "If passing ``None`` explicitly, :meth:`distribute_tensor` simply uses its local data"
+        in doc
+    )
+    assert "src_data_rank=None)` keeps this rank's piece **without** communication" in text
+
+
 def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
     """distributed-sampler-seed-per-rank: 2 ranks, 16 samples, seeds 0 and 1: 12 distinct;
     the sampler seeds a generator of its own from seed + epoch."""
