@@ -191,6 +191,18 @@ def test_fsdp1_keeps_flat_shards_and_distribute_tensor_can_cut_locally(observed)
     assert "src_data_rank=None)` keeps this rank's piece **without** communication" in text
 
 
+def test_the_full_fine_tune_table_is_sixteen_bytes_a_parameter():
+    """oom-debugging: each row of the table is 16 bytes per parameter (its example measures
+    the 16 on two ranks), divided over 8 and 16 GPUs."""
+    section = GUIDES["oom-debugging"].body.split("## Before a run:")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| (\d+)B \| ([\d,]+) GB \| (\d+) GB \| (\d+) GB \|$", section, re.M)
+    assert len(rows) == 3
+    for billions, total, on8, on16 in rows:
+        state = int(billions) * 16
+        assert int(total.replace(",", "")) == state
+        assert (int(on8), int(on16)) == (state // 8, state // 16)
+
+
 def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
     """distributed-sampler-seed-per-rank: 2 ranks, 16 samples, seeds 0 and 1: 12 distinct;
     the sampler seeds a generator of its own from seed + epoch."""
