@@ -20,6 +20,7 @@ import textwrap
 import pytest
 import torch.distributed as dist
 
+from fsdp_skill import knowledge
 from tests.distributed import free_port, kill_tree, quiet_env
 
 # torch.distributed.rendezvous is also a function's name there: take the module itself
@@ -255,7 +256,7 @@ def test_accelerate_launch_splits_num_processes_over_the_machines(
 
 
 def test_accelerate_refuses_a_busy_port_only_on_several_machines():
-    """multi-node-launch: the standalone fallback and the ConnectionError it quotes."""
+    """address-in-use: the standalone fallback and the ConnectionError its fix quotes."""
     pytest.importorskip("accelerate")
     from accelerate.utils.launch import prepare_multi_gpu_env
 
@@ -263,6 +264,9 @@ def test_accelerate_refuses_a_busy_port_only_on_several_machines():
     assert "need_port_check = num_machines <= 1 or int(args.machine_rank) == 0" in source
     assert "standalone-like mode" in source
     assert "Tried to launch distributed communication on port" in source
+    assert "if args.main_process_port == 0:" in source  # 0 asks for any free port
+    fix = " ".join(knowledge.pitfall("address-in-use").fix.split())
+    assert "`ConnectionError: Tried to launch distributed communication on port ...`" in fix
 
 
 def test_the_old_launcher_announces_its_deprecation_and_passes_local_rank():
