@@ -208,6 +208,13 @@ def test_english_glossary_words_weigh_less_than_the_words_asked():
     assert "stuck" not in weighted_terms("frozen parameters of the base model")
 
 
+def test_a_model_that_does_not_fit_asks_for_sharding_and_asking_says_nothing():
+    terms = weighted_terms("Can I please ask whether the model doesn't fit on one GPU?")
+    assert terms["memory"] == terms["shard"] == STAND_IN
+    assert not {"ask", "please"} & set(terms)  # politeness: in a pitfall it is another word
+    assert "shard" in weighted_terms("it won't fit in 24 GB")
+
+
 def test_version_history_sections_answer_version_questions(bundle):
     page = bundle / "references" / "fsdp2.md"
     page.write_text(

@@ -369,6 +369,11 @@ ENGLISH_TERMS: dict[str, str] = {
     "cuda out of memory": "oom",
     "out of memory": "oom",
     "vram": "gpu memory",
+    # "the model doesn't fit on one GPU": the question sharding answers
+    "doesn't fit": "memory shard",
+    "does not fit": "memory shard",
+    "won't fit": "memory shard",
+    "not fit": "memory shard",
     "slow": "performance",
     "slower": "performance",
     "faster": "performance",

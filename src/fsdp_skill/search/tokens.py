@@ -34,7 +34,7 @@ STOP_WORDS = frozenset(
     still instead work works working happen happens problem problems issue issues question
     questions bug bugs sure hi hello thanks thank know wonder wondering kindly try tries tried
     trying attempt attempts attempted attempting seem seems seemed encounter encountered
-    encountering meet met however because like possible""".split()
+    encountering meet met however because like possible ask asks asked asking""".split()
 )
 """English words too common in questions to say what a question is about."""
 
