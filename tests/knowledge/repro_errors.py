@@ -260,6 +260,12 @@ def all_gather_uneven_on_gloo() -> None:
     dist.all_gather(gathered, torch.ones(2))
 
 
+def ddp_several_device_ids() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    DDP(nn.Linear(2, 2), device_ids=[0, 1])  # DataParallel's list, given to DDP
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -286,6 +292,7 @@ CASES: dict[str, Callable[[], None]] = {
     "no_shard_offload_to_cpu": no_shard_offload_to_cpu,
     "unfrozen_after_first_forward": unfrozen_after_first_forward,
     "all_gather_uneven_on_gloo": all_gather_uneven_on_gloo,
+    "ddp_several_device_ids": ddp_several_device_ids,
 }
 
 

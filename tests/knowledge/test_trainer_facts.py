@@ -2,7 +2,8 @@
 
 checkpointing says which processes write with ``save_on_each_node``; migrate-ddp-to-fsdp that
 the loss Trainer logs is already the mean over the processes; process-groups which timeout the
-Trainer and Accelerate give the process group.
+Trainer and Accelerate give the process group; dataparallel-instead-of-ddp that a Trainer on
+several GPUs without a launcher uses nn.DataParallel.
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ def test_trainer_logs_the_loss_averaged_over_the_processes():
     """migrate-ddp-to-fsdp: 'Trainer logs the mean over the processes already'."""
     source = inspect.getsource(transformers.Trainer._maybe_log_save_evaluate)
     assert "nested_gather(tr_loss" in source and ").mean()" in source
+
+
+def test_a_trainer_run_as_one_process_on_several_gpus_wraps_in_dataparallel():
+    """dataparallel-instead-of-ddp: n_gpu > 1 without a launcher means nn.DataParallel, and
+    torch's docstring recommends DDP over it."""
+    import torch.nn as nn
+
+    source = inspect.getsource(transformers.Trainer._wrap_model)
+    assert "self.args.n_gpu > 1" in source and "model = nn.DataParallel(model)" in source
+    assert "It is recommended to use :class:`~torch.nn.parallel.DistributedDataParallel`" in (
+        nn.DataParallel.__doc__
+    )
 
 
 TIMEOUT_PROBE = """
