@@ -3,7 +3,8 @@
 checkpointing says which processes write with ``save_on_each_node``; migrate-ddp-to-fsdp that
 the loss Trainer logs is already the mean over the processes; process-groups which timeout the
 Trainer and Accelerate give the process group; dataparallel-instead-of-ddp that a Trainer on
-several GPUs without a launcher uses nn.DataParallel.
+several GPUs without a launcher uses nn.DataParallel; checkpointing how a resumed run finds
+its place in the data.
 """
 
 from __future__ import annotations
@@ -39,6 +40,29 @@ def test_a_trainer_run_as_one_process_on_several_gpus_wraps_in_dataparallel():
     assert "It is recommended to use :class:`~torch.nn.parallel.DistributedDataParallel`" in (
         nn.DataParallel.__doc__
     )
+
+
+def test_a_resumed_trainer_skips_the_batches_already_seen_unless_told_not_to():
+    """checkpointing (resume mid-epoch): Trainer's skip, and its switch off."""
+    source = inspect.getsource(transformers.Trainer._run_epoch)
+    assert "steps_trained_in_current_epoch > 0 and not self.args.ignore_data_skip" in source
+    assert "skip_first_batches(train_dataloader, steps_trained_in_current_epoch)" in source
+    assert transformers.TrainingArguments(output_dir="out").ignore_data_skip is False
+
+
+def test_accelerate_saves_a_loaders_position_only_when_it_is_stateful():
+    """checkpointing (resume mid-epoch): save_state writes the loader's state only with
+    use_stateful_dataloader (default False); skip_first_batches is the way otherwise."""
+    pytest.importorskip("accelerate")
+    from accelerate import Accelerator
+    from accelerate.checkpointing import save_accelerator_state
+    from accelerate.utils import DataLoaderConfiguration
+
+    source = inspect.getsource(save_accelerator_state)
+    written = source[source.index('if getattr(dataloader, "use_stateful_dataloader", False):') :]
+    assert "dataloader.state_dict()" in written.split("logger.info")[0]
+    assert DataLoaderConfiguration().use_stateful_dataloader is False
+    assert callable(Accelerator.skip_first_batches)
 
 
 TIMEOUT_PROBE = """
