@@ -214,6 +214,19 @@ def fsdp1_orig_param_shapes() -> list:
     return [list(p.shape) for p in model.parameters()]
 
 
+def dtensor_in_collectives() -> dict:
+    """dtensor-in-c10d-collective: DDP over FSDP2 parameters, and all_reduce of a sharded
+    weight, both refused by DTensor's dispatch."""
+    from torch.distributed.fsdp import fully_shard
+
+    model = nn.Linear(4, 4)
+    fully_shard(model)
+    return {
+        "ddp": _error(lambda: nn.parallel.DistributedDataParallel(model)),
+        "all_reduce": _error(lambda: dist.all_reduce(model.weight.detach())),
+    }
+
+
 def fsdp1_helpers_on_fsdp2() -> dict:
     """fsdp1-api-on-fsdp2-module: FSDP1's static helpers find no FSDP1 unit in an FSDP2 model."""
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
@@ -313,6 +326,7 @@ CASES: dict[str, Callable[[], object]] = {
     "all_gather_uneven_sizes": all_gather_uneven_sizes,
     "all_gather_into_stacked_output": all_gather_into_stacked_output,
     "fsdp1_orig_param_shapes": fsdp1_orig_param_shapes,
+    "dtensor_in_collectives": dtensor_in_collectives,
     "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
 }

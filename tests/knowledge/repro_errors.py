@@ -266,6 +266,14 @@ def ddp_several_device_ids() -> None:
     DDP(nn.Linear(2, 2), device_ids=[0, 1])  # DataParallel's list, given to DDP
 
 
+def dtensor_in_collective() -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    model = nn.Linear(2, 2)
+    fully_shard(model)  # its weight is a DTensor now, even on one rank
+    dist.all_reduce(model.weight.detach())
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -293,6 +301,7 @@ CASES: dict[str, Callable[[], None]] = {
     "unfrozen_after_first_forward": unfrozen_after_first_forward,
     "all_gather_uneven_on_gloo": all_gather_uneven_on_gloo,
     "ddp_several_device_ids": ddp_several_device_ids,
+    "dtensor_in_collective": dtensor_in_collective,
 }
 
 

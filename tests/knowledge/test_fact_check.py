@@ -203,6 +203,22 @@ def test_the_full_fine_tune_table_is_sixteen_bytes_a_parameter():
         assert (int(on8), int(on16)) == (state // 8, state // 16)
 
 
+def test_ddp_and_raw_collectives_refuse_dtensor_parameters(observed):
+    """dtensor-in-c10d-collective: both messages, matched by its signatures and by none of
+    dtensor-op-without-sharding-rule's (whose fix, a sharding rule, would be wrong here)."""
+    seen = observed["dtensor_in_collectives"]
+    assert "c10d.broadcast_.default does not have a sharding strategy" in seen["ddp"]
+    assert "c10d.allreduce_.default does not have a sharding strategy" in seen["all_reduce"]
+    ours = knowledge.pitfall("dtensor-in-c10d-collective")
+    other = knowledge.pitfall("dtensor-op-without-sharding-rule")
+    for message in seen.values():
+        assert any(signature_matches(sig, message) for sig in ours.signatures)
+        assert not any(signature_matches(sig, message) for sig in other.signatures)
+    assert "DDP over an FSDP2 model, and `all_reduce` of a sharded weight, on 4 ranks" in _flat(
+        ours.cause
+    )
+
+
 def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
     """distributed-sampler-seed-per-rank: 2 ranks, 16 samples, seeds 0 and 1: 12 distinct;
     the sampler seeds a generator of its own from seed + epoch."""
