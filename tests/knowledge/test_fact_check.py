@@ -219,6 +219,17 @@ def test_ddp_and_raw_collectives_refuse_dtensor_parameters(observed):
     )
 
 
+def test_work_wait_blocks_the_stream_not_the_cpu_unless_given_a_timeout():
+    """process-groups (async_op=True): what torch 2.13's Work.wait docstring says it waits for."""
+    import torch.distributed as dist
+
+    doc = _flat(dist.Work.wait.__doc__)
+    assert "Letting the current stream block on the completion of the NCCL work" in doc
+    assert "if timeout is set, it will block the CPU thread until the NCCL work is completed" in doc
+    text = _guide("process-groups")
+    assert "makes the **current CUDA stream** wait for the collective and returns at once" in text
+
+
 def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
     """distributed-sampler-seed-per-rank: 2 ranks, 16 samples, seeds 0 and 1: 12 distinct;
     the sampler seeds a generator of its own from seed + epoch."""
