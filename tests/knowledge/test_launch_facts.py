@@ -199,7 +199,7 @@ def test_the_agent_restarts_on_an_exit_or_a_waiting_node_only():
 
 def test_accelerate_launch_hands_its_restart_and_rendezvous_options_to_torchrun():
     """elastic-restarts: accelerate launch filters these four options into torchrun's own
-    arguments, unchanged."""
+    arguments, unchanged (max_restarts 0 unless given)."""
     pytest.importorskip("accelerate")
     from accelerate.commands.launch import launch_command_parser, multi_gpu_launcher
     from accelerate.utils.launch import _filter_args
@@ -214,15 +214,6 @@ def test_accelerate_launch_hands_its_restart_and_rendezvous_options_to_torchrun(
     assert (torchrun.max_restarts, torchrun.monitor_interval) == (2, 0.5)
     assert torchrun.rdzv_backend == "c10d"
     assert torchrun.rdzv_conf == "join_timeout=900,last_call_timeout=60"
-
-
-def test_accelerate_launch_passes_max_restarts_to_torchrun():
-    pytest.importorskip("accelerate")
-    from accelerate.commands.launch import launch_command_parser
-    from accelerate.utils.constants import TORCH_LAUNCH_PARAMS
-
-    args = launch_command_parser().parse_args(["--max_restarts", "2", "train.py"])
-    assert args.max_restarts == 2 and "max_restarts" in TORCH_LAUNCH_PARAMS
     assert launch_command_parser().parse_args(["train.py"]).max_restarts == 0
 
 
