@@ -8,6 +8,7 @@ review, and an edit that reintroduces the old claim fails.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -37,6 +38,11 @@ def _guide(guide_id: str) -> str:
 
 def _skill() -> str:
     return _flat((BUNDLE_DIR / "SKILL.md").read_text(encoding="utf-8"))
+
+
+def _signed(pitfall, message: str) -> bool:
+    """Whether one of the pitfall's signatures finds ``message``, as explain matches it."""
+    return any(signature_matches(sig, message) for sig in pitfall.signatures)
 
 
 def _pitfall(pitfall_id: str) -> str:
@@ -110,7 +116,7 @@ def test_cpu_gradients_need_a_cpu_backend_to_clip(observed):
     message = observed["clip_cpu_grads_without_cpu_backend"]
     assert message == "RuntimeError: No backend type associated with device type cpu"
     pitfall = knowledge.pitfall("cpu-tensor-on-nccl-group")
-    assert any(signature_matches(sig, message) for sig in pitfall.signatures)
+    assert _signed(pitfall, message)
     for text in (_guide("cpu-offload"), _skill()):
         assert '"cpu:gloo,cuda:nccl"' in text
         assert "No backend type associated with device type cpu" in text
@@ -160,13 +166,13 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     message = observed["all_gather_uneven_sizes"]
     assert message.startswith("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size")
     pitfall = knowledge.pitfall("gloo-all-gather-uneven-sizes")
-    assert any(signature_matches(sig, message) for sig in pitfall.signatures)
+    assert _signed(pitfall, message)
     assert "Gloo requires every output tensor to have the size of the local input" in _flat(
         pitfall.cause
     )
     into = observed["all_gather_into_stacked_output"]
     assert into["flat"] is None
-    assert any(signature_matches(sig, into["stacked"]) for sig in pitfall.signatures)
+    assert _signed(pitfall, into["stacked"])
     assert "expected (3), got (1, 3)" in into["stacked"]
     assert "Gloo also wants its output flat" in _flat(pitfall.cause)
 
@@ -175,8 +181,6 @@ def test_fsdp1_keeps_flat_shards_and_distribute_tensor_can_cut_locally(observed)
     """fsdp2 (optimizers that need whole matrices): FSDP1's parameters are 1-D even with
     use_orig_params=True (48 elements over 4 ranks: 12 each), and distribute_tensor with
     src_data_rank=None uses each rank's own data."""
-    import inspect
-
     from torch.distributed.tensor import distribute_tensor
 
     assert observed["fsdp1_orig_param_shapes"] == [[12]]
@@ -212,8 +216,7 @@ def test_ddp_and_raw_collectives_refuse_dtensor_parameters(observed):
     ours = knowledge.pitfall("dtensor-in-c10d-collective")
     other = knowledge.pitfall("dtensor-op-without-sharding-rule")
     for message in seen.values():
-        assert any(signature_matches(sig, message) for sig in ours.signatures)
-        assert not any(signature_matches(sig, message) for sig in other.signatures)
+        assert _signed(ours, message) and not _signed(other, message)
     assert "DDP over an FSDP2 model, and `all_reduce` of a sharded weight, on 4 ranks" in _flat(
         ours.cause
     )
@@ -233,8 +236,6 @@ def test_work_wait_blocks_the_stream_not_the_cpu_unless_given_a_timeout():
 def test_a_sampler_seed_per_rank_cuts_overlapping_slices():
     """distributed-sampler-seed-per-rank: 2 ranks, 16 samples, seeds 0 and 1: 12 distinct;
     the sampler seeds a generator of its own from seed + epoch."""
-    import inspect
-
     from torch.utils.data import DistributedSampler
 
     def seen(seeds: list[int]) -> set[int]:
