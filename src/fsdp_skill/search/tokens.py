@@ -112,7 +112,7 @@ def _chinese_terms(query: str) -> tuple[list[str], str]:
     return added, rest
 
 
-_HAN_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_HAN_RUN = re.compile(_CJK.pattern + "+")  # a run of the characters _CJK finds
 
 
 def han_bigrams(text: str) -> list[str]:
