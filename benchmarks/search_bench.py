@@ -252,7 +252,7 @@ def by_language(label: str, asked: list[Question]) -> list[tuple[str, list[Quest
 def quality(bundle: Path, show_misses: bool, workdir: Path) -> None:
     found = sections.bundle_sections(bundle)
     searcher = Searcher(bundle, workdir)
-    known = {s.id for s in sections.searchable_sections(bundle)}  # the parts of long ones too
+    known = {part.id for s in found for part in sections.parts(s)}  # long ones: their parts too
     pages = {sid.split("#", 1)[0] for sid in known}
     baseline = PlainBM25(found)
 
