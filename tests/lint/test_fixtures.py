@@ -53,3 +53,19 @@ def test_clean_scripts_are_not_trivially_silent(path: Path):
     text = path.read_text(encoding="utf-8")
     assert "fully_shard" in text or "FullyShardedDataParallel" in text
     assert "init_process_group" in text
+
+
+def test_fsdp017_tells_one_shared_file_from_a_file_per_rank():
+    """A path without the rank is overwritten by every rank; one with it is a file per rank
+    (the layout RL frameworks write), which the message must not call overwritten."""
+    messages = {
+        name: [
+            f["message"]
+            for f in lint_paths([str(FIXTURES / "FSDP017" / name)])["findings"]
+            if f["code"] == "FSDP017"
+        ]
+        for name in ("pos_fsdp2_model.py", "pos_per_rank_files.py")
+    }
+    assert "every rank overwrites the same file" in messages["pos_fsdp2_model.py"][0]
+    per_rank = messages["pos_per_rank_files.py"][0]
+    assert "a file of its own" in per_rank and "overwrites" not in per_rank

@@ -69,6 +69,26 @@ def _state_dicts(m: FileModel, expr: ast.expr | None, func, depth: int = 0) -> I
             yield from _state_dicts(m, elt, func, depth + 1)
 
 
+def _names_a_rank(m: FileModel, expr: ast.expr | None, func, depth: int = 0) -> bool:
+    """Whether a path expression varies with the rank (``f"model_rank_{rank}.pt"``,
+    ``dist.get_rank()``, ``self.local_rank``), directly or through the names it reads."""
+    if expr is None or depth > 3:
+        return False
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Attribute) and "rank" in node.attr.lower():
+            return True
+        if isinstance(node, ast.Name):
+            if "rank" in node.id.lower():
+                return True
+            if any(
+                _names_a_rank(m, a.value, a.func, depth + 1)
+                for a in m.values_of(node.id, func)
+                if a.value is not None
+            ):
+                return True
+    return False
+
+
 def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
     if not m.uses("fully_shard", "FullyShardedDataParallel"):
         return
@@ -90,11 +110,16 @@ def check(m: FileModel) -> Iterator[tuple[ast.AST, str]]:
                 continue
             # FSDP1's default state dict is a full one, so only FSDP2 (DTensor shards) is sure
             if m.shard_kinds(owner, sd.func) == {"fsdp2"}:
+                files = (
+                    "each rank writes a file of its own, tied to this world size"
+                    if _names_a_rank(m, call_arg(save.node, 1, "f"), save.func)
+                    else "every rank overwrites the same file"
+                )
                 yield (
                     save.node,
                     (
                         f"torch.save of `{owner}.state_dict()` of a sharded model: it holds "
-                        "this rank's shards only, and every rank overwrites the same file"
+                        f"this rank's shards only, and {files}"
                     ),
                 )
                 break
