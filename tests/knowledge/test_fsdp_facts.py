@@ -463,3 +463,97 @@ def test_fsdp1_refuses_modules_on_several_devices_with_the_pitfalls_messages(mon
     params = [SimpleNamespace(device=torch.device(d)) for d in ("cpu", "cuda:0")]
     monkeypatch.setattr(utils, "_get_orig_params", lambda module, ignored: params)
     utils._check_single_device_module(None, set(), torch.device("cuda:0"))  # device_id: allowed
+
+
+PER_RANK_SAVE = (
+    """
+import os, sys, warnings
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType, fully_shard
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.Linear(8, 3)
+if rank == 0:
+    torch.save(model.state_dict(), "full.pt")
+fully_shard(model)
+torch.save(model.state_dict(), f"fsdp2_rank_{rank}.pt")
+torch.manual_seed(0)
+legacy = FSDP(nn.Linear(8, 3), device_id=torch.device("cpu"), use_orig_params=True)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)
+    with FSDP.state_dict_type(legacy, StateDictType.SHARDED_STATE_DICT):
+        torch.save(legacy.state_dict(), f"fsdp1_rank_{rank}.pt")
+"""
+    + EXIT_AFTER_GLOO
+)
+
+PER_RANK_LOAD = """
+import sys
+import torch
+
+def attempt(label, load):
+    try:
+        load()
+        print(label, "LOADED")
+    except Exception as error:
+        print(label, "FAILED", " ".join(str(error).split()))
+
+attempt("dtensor_plain", lambda: torch.load("fsdp2_rank_0.pt", weights_only=True))
+attempt("sharded_no_group", lambda: torch.load("fsdp1_rank_0.pt", weights_only=False))
+import torch.distributed as dist
+import torch.distributed.tensor
+shards = [torch.load(f"fsdp2_rank_{r}.pt", weights_only=True) for r in range(2)]
+full = torch.load("full.pt")
+merged = {k: torch.cat([s[k].to_local() for s in shards], dim=0) for k in full}
+print("merged_equal", all(torch.equal(merged[k], full[k]) for k in full))
+print("pieces", [tuple(s["weight"].to_local().shape) for s in shards])
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+attempt("sharded_other_size", lambda: torch.load("fsdp1_rank_0.pt", weights_only=False))
+"""
+
+
+@pytest.mark.slow
+def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_need_one(
+    tmp_path,
+):
+    """checkpointing, 'One .pt file per rank': the messages the section quotes, and that
+    concatenating DTensor pieces in rank order along dim 0 rebuilds the tensors (3 rows on 2
+    ranks: uneven) in a process with no group."""
+    import subprocess
+    import sys
+
+    from tests.distributed import quiet_env, run_ranks
+
+    (tmp_path / "save.py").write_text(PER_RANK_SAVE, encoding="utf-8")
+    saved = run_ranks(tmp_path / "save.py", 2, timeout=120, cwd=tmp_path)
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    (tmp_path / "load.py").write_text(PER_RANK_LOAD, encoding="utf-8")
+    loaded = subprocess.run(
+        [sys.executable, "load.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=quiet_env(),
+    )
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    lines = {line.split()[0]: line for line in loaded.stdout.splitlines() if " " in line}
+    section = _flat(
+        _section("checkpointing", "One .pt file per rank: merging them into one state dict")
+    )
+    assert (
+        "``torch.distributed.tensor`` must be imported to load DTensors" in lines["dtensor_plain"]
+    )
+    assert "must be imported to load DTensors" in section
+    quoted = 'Need to initialize default process group using "init_process_group" before loading ShardedTensor'
+    assert quoted in lines["sharded_no_group"] and quoted in section
+    assert (
+        "Local world size at save time was 2, but at load time was 1" in lines["sharded_other_size"]
+    )
+    assert "Local world size at save time was 8, but at load time was 1" in section
+    assert lines["merged_equal"] == "merged_equal True"
+    assert lines["pieces"] == "pieces [(2, 8), (1, 8)]"
