@@ -70,6 +70,23 @@ def _generate_fsdp1(use_orig_params: bool) -> None:
     model.generate(torch.tensor([[1, 2, 3]]), max_new_tokens=2, do_sample=False)
 
 
+def _resize_after_fully_shard(mean_resizing: bool) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    model = _tiny_llama()
+    for layer in model.model.layers:
+        fully_shard(layer)
+    fully_shard(model)
+    model.resize_token_embeddings(72, mean_resizing=mean_resizing)
+
+
+def resize_on_meta() -> None:
+    # the weights a non-zero rank holds under fsdp_cpu_ram_efficient_loading, or under QLoRA
+    with torch.device("meta"):
+        model = _tiny_llama()
+    model.resize_token_embeddings(72)
+
+
 def device_map_auto() -> None:
     from accelerate import Accelerator
 
@@ -96,6 +113,9 @@ CASES: dict[str, Callable[[], None]] = {
     "generate_fsdp1_orig_params": lambda: _generate_fsdp1(True),
     "generate_fsdp1_flat_params": lambda: _generate_fsdp1(False),
     "accelerate_unknown_key": accelerate_unknown_key,
+    "resize_after_fully_shard": lambda: _resize_after_fully_shard(True),
+    "resize_after_fully_shard_no_mean": lambda: _resize_after_fully_shard(False),
+    "resize_on_meta": resize_on_meta,
     "device_map_auto": device_map_auto,  # last: it leaves Accelerate's state set up
 }
 

@@ -90,3 +90,14 @@ def test_accelerate_converts_strategy_names_but_not_ints():
     assert strategy("FULL_SHARD") is ShardingStrategy.FULL_SHARD
     assert strategy("2") is ShardingStrategy.SHARD_GRAD_OP
     assert strategy(3) == 3 and not isinstance(strategy(3), ShardingStrategy)
+
+
+def test_resize_token_embeddings_resizes_by_the_mean_unless_told_not_to():
+    """resize-embeddings-after-sharding: the default that computes the old rows' mean (the
+    `.item()` on meta weights, the covariance check on DTensors), and the switch the fix names."""
+    import inspect
+
+    from transformers import PreTrainedModel
+
+    resize = inspect.signature(PreTrainedModel.resize_token_embeddings).parameters
+    assert resize["mean_resizing"].default is True
