@@ -557,3 +557,21 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
     assert "Local world size at save time was 8, but at load time was 1" in section
     assert lines["merged_equal"] == "merged_equal True"
     assert lines["pieces"] == "pieces [(2, 8), (1, 8)]"
+
+
+def test_the_autograd_gather_the_guide_names_is_what_torch_points_to():
+    """process-groups, 'A gather that gradients flow through': the public autograd gather is
+    deprecated in favour of the function the section's example uses."""
+    functional = importlib.import_module("torch.distributed.nn.functional")
+    funcol = importlib.import_module("torch.distributed._functional_collectives")
+    source = _flat(inspect.getsource(functional.all_gather))
+    assert (
+        '_deprecated( "all_gather", "torch.distributed._functional_collectives.all_gather_single" )'
+        in source
+    )
+    autograd_variant = inspect.getsource(funcol.all_gather_single_autograd)
+    assert "The base all_gather_single now has autograd support" in autograd_variant
+    section = _flat(
+        _section("process-groups", "A gather that gradients flow through (contrastive losses)")
+    )
+    assert "torch.distributed._functional_collectives.all_gather_single(x, 0, group)" in section
