@@ -487,6 +487,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     with FSDP.state_dict_type(legacy, StateDictType.SHARDED_STATE_DICT):
         torch.save(legacy.state_dict(), f"fsdp1_rank_{rank}.pt")
+print("FLAT", rank, [legacy._flat_param.numel()], flush=True)  # of 27 elements
 """
     + EXIT_AFTER_GLOO
 )
@@ -522,7 +523,7 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
 ):
     """checkpointing, 'One .pt file per rank': the messages the section quotes, and that
     concatenating DTensor pieces in rank order along dim 0 rebuilds the tensors (3 rows on 2
-    ranks: uneven) in a process with no group."""
+    ranks: uneven) in a process with no group; FSDP1's flat shards are padded to equal size."""
     import subprocess
     import sys
 
@@ -557,6 +558,8 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
     assert "Local world size at save time was 8, but at load time was 1" in section
     assert lines["merged_equal"] == "merged_equal True"
     assert lines["pieces"] == "pieces [(2, 8), (1, 8)]"
+    # oom-debugging, 'GPUs of different memory sizes': FSDP1 pads to equal shards (27 -> 14, 14)
+    assert sorted(re.findall(r"FLAT \d \[(\d+)\]", saved.stdout)) == ["14", "14"], saved.stdout
 
 
 def test_the_autograd_gather_the_guide_names_is_what_torch_points_to():

@@ -101,3 +101,14 @@ def test_resize_token_embeddings_resizes_by_the_mean_unless_told_not_to():
 
     resize = inspect.signature(PreTrainedModel.resize_token_embeddings).parameters
     assert resize["mean_resizing"].default is True
+
+
+def test_from_pretrained_takes_a_memory_cap_per_device():
+    """oom-debugging, 'GPUs of different memory sizes': the per-GPU cap the section shows."""
+    import inspect
+
+    from transformers import PreTrainedModel
+
+    source = inspect.getsource(PreTrainedModel.from_pretrained)
+    assert 'max_memory = kwargs.pop("max_memory", None)' in source
+    assert "max_memory (`Dict`, *optional*)" in source
