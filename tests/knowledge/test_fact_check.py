@@ -17,8 +17,8 @@ import pytest
 
 from fsdp_skill import knowledge
 from fsdp_skill.bundle_files import BUNDLE_DIR
-from fsdp_skill.diagnose.matching import signature_matches
 from tests.distributed import run_ranks
+from tests.signatures import recognises
 
 torch = pytest.importorskip("torch")
 
@@ -38,11 +38,6 @@ def _guide(guide_id: str) -> str:
 
 def _skill() -> str:
     return _flat((BUNDLE_DIR / "SKILL.md").read_text(encoding="utf-8"))
-
-
-def _signed(pitfall, message: str) -> bool:
-    """Whether one of the pitfall's signatures finds ``message``, as explain matches it."""
-    return any(signature_matches(sig, message) for sig in pitfall.signatures)
 
 
 def _pitfall(pitfall_id: str) -> str:
@@ -116,7 +111,7 @@ def test_cpu_gradients_need_a_cpu_backend_to_clip(observed):
     message = observed["clip_cpu_grads_without_cpu_backend"]
     assert message == "RuntimeError: No backend type associated with device type cpu"
     pitfall = knowledge.pitfall("cpu-tensor-on-nccl-group")
-    assert _signed(pitfall, message)
+    assert recognises(pitfall, message)
     for text in (_guide("cpu-offload"), _skill()):
         assert '"cpu:gloo,cuda:nccl"' in text
         assert "No backend type associated with device type cpu" in text
@@ -166,13 +161,13 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     message = observed["all_gather_uneven_sizes"]
     assert message.startswith("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size")
     pitfall = knowledge.pitfall("gloo-all-gather-uneven-sizes")
-    assert _signed(pitfall, message)
+    assert recognises(pitfall, message)
     assert "Gloo requires every output tensor to have the size of the local input" in _flat(
         pitfall.cause
     )
     into = observed["all_gather_into_stacked_output"]
     assert into["flat"] is None
-    assert _signed(pitfall, into["stacked"])
+    assert recognises(pitfall, into["stacked"])
     assert "expected (3), got (1, 3)" in into["stacked"]
     assert "Gloo also wants its output flat" in _flat(pitfall.cause)
 
@@ -216,7 +211,7 @@ def test_ddp_and_raw_collectives_refuse_dtensor_parameters(observed):
     ours = knowledge.pitfall("dtensor-in-c10d-collective")
     other = knowledge.pitfall("dtensor-op-without-sharding-rule")
     for message in seen.values():
-        assert _signed(ours, message) and not _signed(other, message)
+        assert recognises(ours, message) and not recognises(other, message)
     assert "DDP over an FSDP2 model, and `all_reduce` of a sharded weight, on 4 ranks" in _flat(
         ours.cause
     )

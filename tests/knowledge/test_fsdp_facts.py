@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from fsdp_skill import knowledge, markdown
-from fsdp_skill.diagnose.matching import signature_matches
+from tests.signatures import signature_hits
 
 torch = pytest.importorskip("torch")
 fsdp = pytest.importorskip("torch.distributed.fsdp")
@@ -48,9 +48,7 @@ def _flat(text: str | None) -> str:
 
 def _assert_signatures_match(pitfall_id: str, text: str, every: bool = True) -> None:
     """The pitfall's signatures recognise ``text``: each of them, or at least one."""
-    pitfall = knowledge.pitfall(pitfall_id)
-    assert pitfall is not None and pitfall.signatures, pitfall_id
-    hits = [signature_matches(sig, text) for sig in pitfall.signatures]
+    hits = signature_hits(pitfall_id, text)
     assert all(hits) if every else any(hits), f"{pitfall_id}: {hits} on {text!r}"
 
 

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from fsdp_skill import knowledge
 from tests.distributed import free_port, kill_tree, quiet_env
+from tests.signatures import recognises
 
 # torch.distributed.rendezvous is also a function's name there: take the module itself
 rendezvous = importlib.import_module("torch.distributed.rendezvous")
@@ -269,13 +270,10 @@ def test_the_old_launcher_announces_its_deprecation_and_passes_local_rank():
 
 def test_gloo_names_the_host_it_cannot_resolve():
     """gloo-hostname-address: torch's wording when the host name resolves to no address."""
-    from fsdp_skill import knowledge
-    from fsdp_skill.diagnose.matching import signature_matches
-
     with pytest.raises(RuntimeError) as raised:
         dist.ProcessGroupGloo.create_device(hostname="no-such-host.invalid")
     pitfall = knowledge.pitfall("gloo-hostname-address")
-    assert any(signature_matches(s, str(raised.value)) for s in pitfall.signatures), raised.value
+    assert recognises(pitfall, str(raised.value)), raised.value
 
 
 def test_a_master_addr_that_does_not_resolve_warns_then_times_out():

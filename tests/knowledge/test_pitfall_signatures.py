@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill import knowledge
-from fsdp_skill.diagnose.matching import signature_matches
+from tests.signatures import recognises
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -52,9 +52,7 @@ def test_signature_matches_reproduced_error(pitfall, case, messages):
     assert case in messages, f"{pitfall.id}: repro_errors.py has no case {case!r}"
     text = messages[case]
     assert text, f"{case}: torch raised nothing"
-    assert any(signature_matches(sig, text) for sig in pitfall.signatures), (
-        f"{pitfall.id}: no signature matches {text!r}"
-    )
+    assert recognises(pitfall, text), f"{pitfall.id}: no signature matches {text!r}"
 
 
 def test_mesh_pitfall_matches_the_slice_and_the_group_lookup(messages):
@@ -62,7 +60,7 @@ def test_mesh_pitfall_matches_the_slice_and_the_group_lookup(messages):
     pitfall = knowledge.pitfall("device-mesh-slice-unknown-name")
     for case in ("mesh_slice_unknown_name", "mesh_group_unknown_name"):
         text = messages[case]
-        assert any(signature_matches(sig, text) for sig in pitfall.signatures), (case, text)
+        assert recognises(pitfall, text), (case, text)
 
 
 def test_reproduced_sources_name_existing_files():

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill import knowledge
-from fsdp_skill.diagnose.matching import signature_matches
 from tests.distributed import run_ranks
+from tests.signatures import recognises
 
 pytest.importorskip("torch")
 
@@ -32,9 +32,7 @@ def test_sharding_a_child_after_its_root_fails_with_the_signature(tmp_path: Path
     result = run_ranks(script, 1, timeout=120, cwd=tmp_path)
     assert result.returncode != 0
     pitfall = knowledge.pitfall("fully-shard-root-before-children")
-    assert any(signature_matches(s, result.stderr) for s in pitfall.signatures), result.stderr[
-        -3000:
-    ]
+    assert recognises(pitfall, result.stderr), result.stderr[-3000:]
 
 
 FACTS = """
