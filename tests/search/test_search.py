@@ -147,6 +147,14 @@ def test_identifier_splitting():
     assert "hang" in query_terms("训练卡住")
 
 
+def test_a_lone_digit_is_no_term_but_codes_and_versions_are():
+    """A lone digit ("4 GPUs") is not about "4-bit"; an exit code or a version still counts."""
+    assert "4" not in query_terms("training on 4 GPUs is slower than on 1")
+    assert "4" not in query_terms("尝试过 4 卡 进行实验")
+    assert "137" in query_terms("exit code 137")
+    assert "2 4" in query_terms("works in torch 2.4")
+
+
 def test_cli_search_and_show_never_import_torch(bundle):
     env = {**os.environ, "FSDP_SKILL_BUNDLE": str(bundle)}
     code = (

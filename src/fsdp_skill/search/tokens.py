@@ -203,7 +203,8 @@ def weighted_terms(query: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for weight, group in ((ASKED, words), (STAND_IN, stand_ins)):
         for word in group:
-            if word in STOP_WORDS or (len(word) < 2 and not word.isdigit()):
+            # a lone digit too: "4 GPUs" matched "4-bit" (codes and versions have more digits)
+            if word in STOP_WORDS or len(word) < 2:
                 continue
             out.setdefault(word, weight)
     return out
