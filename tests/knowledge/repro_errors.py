@@ -266,6 +266,12 @@ def ddp_several_device_ids() -> None:
     DDP(nn.Linear(2, 2), device_ids=[0, 1])  # DataParallel's list, given to DDP
 
 
+def ddp_device_ids_for_a_cpu_module() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    DDP(nn.Linear(2, 2), device_ids=[0])  # the module was never moved to the rank's GPU
+
+
 def dtensor_in_collective() -> None:
     from torch.distributed.fsdp import fully_shard
 
@@ -301,6 +307,7 @@ CASES: dict[str, Callable[[], None]] = {
     "unfrozen_after_first_forward": unfrozen_after_first_forward,
     "all_gather_uneven_on_gloo": all_gather_uneven_on_gloo,
     "ddp_several_device_ids": ddp_several_device_ids,
+    "ddp_device_ids_for_a_cpu_module": ddp_device_ids_for_a_cpu_module,
     "dtensor_in_collective": dtensor_in_collective,
 }
 

@@ -637,3 +637,16 @@ def test_grad_scalers_drift_apart_after_uneven_inputs_and_so_do_the_weights(tmp_
     )
     cause = _flat(knowledge.pitfall("grad-scaler-scale-differs-across-ranks").cause)
     assert "scales of 8192 and 32768" in cause
+
+
+def test_ddp_refuses_device_ids_for_a_module_on_several_devices_or_the_cpu():
+    """ddp-device-ids-for-a-module-not-on-one-gpu: the same check covers both cases its
+    symptom names (the CPU case is reproduced in repro_errors.py)."""
+    from torch.nn.parallel import distributed
+
+    source = _flat(inspect.getsource(distributed.DistributedDataParallel.__init__))
+    assert (
+        'or self.device_type == "cpu" or self.is_multi_device_module ): if device_ids or output_device:'
+        in source
+    )
+    assert "only work with single-device/multiple-device GPU modules or CPU modules" in source
