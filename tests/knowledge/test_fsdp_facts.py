@@ -493,7 +493,9 @@ if rank == 0:  # one writer: the ranks' lines would interleave
     + EXIT_AFTER_GLOO
 )
 
-PER_RANK_LOAD = """
+PER_RANK_LOAD = (
+    """
+import os
 import sys
 import torch
 
@@ -516,6 +518,8 @@ print("pieces", [tuple(s["weight"].to_local().shape) for s in shards])
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 attempt("sharded_other_size", lambda: torch.load("fsdp1_rank_0.pt", weights_only=False))
 """
+    + EXIT_AFTER_GLOO
+)
 
 
 @pytest.mark.slow
