@@ -7,6 +7,7 @@ downloads); a pitfall whose ``signature_source`` reads
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -91,8 +92,6 @@ def test_accelerate_converts_strategy_names_but_not_ints():
 def test_resize_token_embeddings_resizes_by_the_mean_unless_told_not_to():
     """resize-embeddings-after-sharding: the default that computes the old rows' mean (the
     `.item()` on meta weights, the covariance check on DTensors), and the switch the fix names."""
-    import inspect
-
     from transformers import PreTrainedModel
 
     resize = inspect.signature(PreTrainedModel.resize_token_embeddings).parameters
@@ -101,8 +100,6 @@ def test_resize_token_embeddings_resizes_by_the_mean_unless_told_not_to():
 
 def test_from_pretrained_takes_a_memory_cap_per_device():
     """oom-debugging, 'GPUs of different memory sizes': the per-GPU cap the section shows."""
-    import inspect
-
     from transformers import PreTrainedModel
 
     source = inspect.getsource(PreTrainedModel.from_pretrained)

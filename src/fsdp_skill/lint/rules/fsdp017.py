@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from fsdp_skill.lint import versions
 from fsdp_skill.lint.core import FileModel
-from fsdp_skill.lint.nodes import call_arg, key_of
+from fsdp_skill.lint.nodes import call_arg, key_of, last_name
 from fsdp_skill.lint.records import Call
 from fsdp_skill.lint.rules._api import last, optimizer_calls
 
@@ -75,17 +75,14 @@ def _names_a_rank(m: FileModel, expr: ast.expr | None, func, depth: int = 0) -> 
     if expr is None or depth > 3:
         return False
     for node in ast.walk(expr):
-        if isinstance(node, ast.Attribute) and "rank" in node.attr.lower():
+        if "rank" in (last_name(node) or "").lower():
             return True
-        if isinstance(node, ast.Name):
-            if "rank" in node.id.lower():
-                return True
-            if any(
-                _names_a_rank(m, a.value, a.func, depth + 1)
-                for a in m.values_of(node.id, func)
-                if a.value is not None
-            ):
-                return True
+        if isinstance(node, ast.Name) and any(
+            _names_a_rank(m, a.value, a.func, depth + 1)
+            for a in m.values_of(node.id, func)
+            if a.value is not None
+        ):
+            return True
     return False
 
 
