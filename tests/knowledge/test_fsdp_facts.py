@@ -118,6 +118,38 @@ def test_ddp_buffer_sync_is_forward_sync_buffers_in_2_13():
     assert "by default (`broadcast_buffers=True`)" not in text
 
 
+def test_all_reduce_sums_by_default_and_dataparallel_gathers_scalar_losses_into_a_vector():
+    """migrate-ddp-to-fsdp (the loss is not the single-GPU loss): a default all_reduce sums,
+    and nn.DataParallel turns the replicas' scalar losses into a vector, with a warning."""
+    import torch.distributed as dist
+    from torch.nn.parallel import _functions
+
+    assert _defaults(dist.all_reduce)["op"] == dist.ReduceOp.SUM
+    gather = _flat(inspect.getsource(_functions.Gather.forward)).replace('" "', "")  # joined
+    assert "all input tensors were scalars; will instead unsqueeze and return a vector" in gather
+    text = _flat(
+        _section(
+            "migrate-ddp-to-fsdp",
+            "The loss is not the single-GPU loss (n times larger, or off with padding)",
+        )
+    )
+    assert "its `op` defaults to `ReduceOp.SUM`" in text
+    assert '"will instead unsqueeze and return a vector"' in text
+
+
+def test_ddp_sends_bf16_gradients_with_the_compress_hook_the_guide_names():
+    """performance (more GPUs, slower than one): the hook that halves DDP's bytes exists."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    assert list(inspect.signature(default_hooks.bf16_compress_hook).parameters) == [
+        "process_group",
+        "bucket",
+    ]
+    assert "register_comm_hook(None, default_hooks.bf16_compress_hook)" in _section(
+        "performance", "More GPUs, slower than one: what each step adds"
+    )
+
+
 def test_fully_shard_ignored_params_arrived_in_2_7():
     """migrate-fsdp1-to-fsdp2: ignored_params is FSDP2's ignored_modules, from torch 2.7."""
     assert "ignored_params" in inspect.signature(fsdp.fully_shard).parameters
