@@ -1,4 +1,7 @@
-"""``explain`` and ``hang`` never import torch: they must start fast on any machine."""
+"""``explain`` and ``hang`` never import torch: they must start fast on any machine.
+
+Nor does ``hang`` import multiprocessing for logs small enough to read in one process.
+"""
 
 from __future__ import annotations
 
@@ -14,14 +17,16 @@ try:
     main({args!r})
 except SystemExit:
     pass
-heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'numpy'))
+heavy = sorted(m for m in sys.modules if m.split('.')[0] in {names!r})
 print('HEAVY', heavy, file=sys.stderr)
 """
 
 
-def _heavy_modules(args: list[str]) -> str:
+def _heavy_modules(
+    args: list[str], names: tuple[str, ...] = ("torch", "transformers", "numpy")
+) -> str:
     result = subprocess.run(
-        [sys.executable, "-c", PROBE.format(args=args)],
+        [sys.executable, "-c", PROBE.format(args=args, names=names)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -36,3 +41,8 @@ def test_explain_does_not_import_torch():
 def test_hang_does_not_import_torch(tmp_path):
     write_nccl(tmp_path, 3, Fault("missing", rank=1, seq=4))
     assert _heavy_modules(["hang", "--json", str(tmp_path)]) == "[]"
+
+
+def test_hang_reads_small_logs_without_importing_multiprocessing(tmp_path):
+    write_nccl(tmp_path, 3, Fault("missing", rank=1, seq=4))
+    assert _heavy_modules(["hang", "--json", str(tmp_path)], ("multiprocessing",)) == "[]"

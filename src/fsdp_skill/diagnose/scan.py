@@ -239,14 +239,16 @@ def _scan_alone(path: Path) -> tuple[Trace, InputReport]:
 
 
 def _workers(files: list[Path]) -> int:
-    import multiprocessing as mp
-
     try:
         total = sum(f.stat().st_size for f in files)
         cpus = len(os.sched_getaffinity(0))
     except (OSError, AttributeError):
         return 1
-    if total < PARALLEL_BYTES or len(files) < 2 or "fork" not in mp.get_all_start_methods():
+    if total < PARALLEL_BYTES or len(files) < 2:
+        return 1
+    import multiprocessing as mp  # only for big inputs: its import costs every start-up
+
+    if "fork" not in mp.get_all_start_methods():
         return 1
     return max(1, min(cpus, len(files), 8))
 
