@@ -128,12 +128,14 @@ def test_the_trainer_logs_the_global_batch_as_micro_batch_times_accumulation_tim
 
 
 def test_the_trainer_averages_the_loss_over_every_processs_label_tokens():
-    """migrate-ddp-to-fsdp (token losses on ranks with different token counts): with
-    average_tokens_across_devices (default True) the Trainer sums the label-token count over
-    the processes and multiplies the loss by their number, undoing DDP's mean."""
+    """migrate-ddp-to-fsdp (token losses on ranks with different token counts): the Trainer
+    counts the label tokens of a step's micro-batches and, with average_tokens_across_devices
+    (default True), sums the count over the processes and multiplies the loss by their
+    number, undoing DDP's mean."""
     field = transformers.TrainingArguments.__dataclass_fields__["average_tokens_across_devices"]
     assert field.default is True
     counting = inspect.getsource(transformers.Trainer._get_num_items_in_batch)
+    assert "for batch in batch_samples" in counting  # every micro-batch of the step
     assert "labels.ne(-100).sum()" in counting
     assert "self.accelerator.gather(num_items_in_batch.to(device)).sum()" in counting
     loss = inspect.getsource(transformers.Trainer.compute_loss)
