@@ -10,6 +10,11 @@ name the pitfall for them. The texts are data, kept as posted.
 from __future__ import annotations
 
 PUBLISHED: dict[str, list[str]] = {
+    "rank-killed-by-signal": [
+        # https://github.com/lyu-yx/ACUMEN/issues/4 (mp.spawn's wording of a killed child)
+        "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal "
+        "SIGKILL",
+    ],
     # pitfall id: error lines as published in the issue its signature_source names (or the
     # thread in the comment, for a signature added to a reproduced pitfall)
     "fsdp1-module-on-several-devices": [
@@ -242,6 +247,11 @@ PUBLISHED: dict[str, list[str]] = {
 }
 
 NEAR_MISSES: dict[str, list[str]] = {
+    "spawn-child-exited": [
+        # a killed child is rank-killed-by-signal's, not an exit of the child's own
+        "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "
+        "SIGABRT",
+    ],
     # pitfall id: texts that must not be explained as that pitfall
     "fsdp1-module-on-several-devices": [
         # FSDP2's own device check is another message

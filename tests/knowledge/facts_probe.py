@@ -312,6 +312,22 @@ def wrappers_after_fully_shard() -> dict:
     return result
 
 
+def frozen_model_shards() -> dict:
+    """ddp-module-without-trainable-parameters: fully_shard takes a model with no trainable
+    parameter (a teacher), and its no-grad forward gives the unsharded model's output."""
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)).requires_grad_(False)
+    reference = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+    reference.load_state_dict(teacher.state_dict())
+    for layer in teacher:
+        fully_shard(layer)
+    fully_shard(teacher)
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        same = torch.allclose(teacher(x), reference(x))
+    return {"sharded": isinstance(teacher[0].weight, DTensor), "same_output": same}
+
+
 CASES: dict[str, Callable[[], object]] = {
     "gloo_all_to_all": gloo_all_to_all,
     "mesh_slicing": mesh_slicing,
@@ -329,6 +345,7 @@ CASES: dict[str, Callable[[], object]] = {
     "dtensor_in_collectives": dtensor_in_collectives,
     "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
+    "frozen_model_shards": frozen_model_shards,
 }
 
 

@@ -280,6 +280,57 @@ def dtensor_in_collective() -> None:
     dist.all_reduce(model.weight.detach())
 
 
+def ddp_without_trainable_parameters() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    teacher = nn.Linear(2, 2).requires_grad_(False)  # a frozen model: nothing to all-reduce
+    DDP(teacher)
+
+
+def torchrun_nproc_per_node_list() -> None:
+    from torch.distributed.run import determine_local_world_size
+
+    determine_local_world_size("0,1")  # GPU ids, where torchrun wants a count
+
+
+def torchrun_nproc_per_node_unset() -> None:
+    from torch.distributed.run import determine_local_world_size
+
+    determine_local_world_size("")  # "--nproc_per_node=$GPU_NUM" with GPU_NUM unset
+
+
+def _child_exits(index: int) -> None:
+    sys.exit(1)  # what argparse and many entry points do on a bad argument
+
+
+def _child_raises(index: int) -> None:
+    raise ValueError("the child's own error")
+
+
+def _child_killed(index: int) -> None:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's out-of-memory killer does
+
+
+def spawn_child_exits() -> None:
+    import torch.multiprocessing as mp
+
+    mp.spawn(_child_exits, nprocs=1)
+
+
+def spawn_child_raises() -> None:
+    import torch.multiprocessing as mp
+
+    mp.spawn(_child_raises, nprocs=1)
+
+
+def spawn_child_killed() -> None:
+    import torch.multiprocessing as mp
+
+    mp.spawn(_child_killed, nprocs=1)
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -308,6 +359,12 @@ CASES: dict[str, Callable[[], None]] = {
     "all_gather_uneven_on_gloo": all_gather_uneven_on_gloo,
     "ddp_several_device_ids": ddp_several_device_ids,
     "ddp_device_ids_for_a_cpu_module": ddp_device_ids_for_a_cpu_module,
+    "ddp_without_trainable_parameters": ddp_without_trainable_parameters,
+    "torchrun_nproc_per_node_list": torchrun_nproc_per_node_list,
+    "torchrun_nproc_per_node_unset": torchrun_nproc_per_node_unset,
+    "spawn_child_exits": spawn_child_exits,
+    "spawn_child_raises": spawn_child_raises,
+    "spawn_child_killed": spawn_child_killed,
     "dtensor_in_collective": dtensor_in_collective,
 }
 

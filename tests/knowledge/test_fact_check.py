@@ -273,6 +273,13 @@ def test_compile_and_checkpointing_may_follow_fully_shard(observed):
     assert "Steps 2 and 3 are the convention this page keeps rather than a rule" in text
 
 
+def test_a_frozen_model_can_be_sharded_instead_of_wrapped_in_ddp(observed):
+    """ddp-module-without-trainable-parameters: the fix offers fully_shard for a big teacher."""
+    assert observed["frozen_model_shards"] == {"sharded": True, "same_output": True}
+    fix = _flat(knowledge.pitfall("ddp-module-without-trainable-parameters").fix)
+    assert "`fully_shard` accepts a module with no trainable parameters" in fix
+
+
 def test_old_launcher_appends_local_rank_and_torchrun_does_not(monkeypatch):
     """multi-node-launch, deprecated-distributed-launch: what each launcher gives the script."""
     import warnings

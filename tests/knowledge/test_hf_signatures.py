@@ -105,3 +105,15 @@ def test_from_pretrained_takes_a_memory_cap_per_device():
     source = inspect.getsource(PreTrainedModel.from_pretrained)
     assert 'max_memory = kwargs.pop("max_memory", None)' in source
     assert "max_memory (`Dict`, *optional*)" in source
+
+
+def test_peft_loads_adapters_frozen_unless_told_to_train():
+    """ddp-module-without-trainable-parameters: the default that leaves DDP nothing to do."""
+    import peft
+
+    load = inspect.signature(peft.PeftModel.from_pretrained).parameters
+    assert load["is_trainable"].default is False
+    pitfall = knowledge.pitfall("ddp-module-without-trainable-parameters")
+    assert f"defaults to `False` (peft {'.'.join(peft.__version__.split('.')[:2])})" in " ".join(
+        pitfall.cause.split()
+    )

@@ -300,3 +300,23 @@ def test_a_master_addr_that_does_not_resolve_warns_then_times_out():
     assert "cannot be retrieved (gai error:" in log, log[-2000:]
     assert "DistNetworkError" in proc.stdout, log[-2000:]
     assert explain(log)["matches"][0]["id"] == "store-connect-timeout"
+
+
+def test_nproc_per_node_takes_a_count_or_one_of_the_words_the_pitfall_names():
+    """torchrun-nproc-per-node-value: numbers and cpu/auto are counted; GPU ids, cuda, and
+    an empty value are refused; gpu needs CUDA."""
+    import torch
+    from torch.distributed.run import determine_local_world_size
+
+    assert determine_local_world_size("3") == 3
+    assert determine_local_world_size("cpu") >= 1
+    assert determine_local_world_size("auto") >= 1
+    for value in ("0,1", "cuda", "8gpu", ""):
+        with pytest.raises(ValueError, match="Unsupported nproc_per_node value"):
+            determine_local_world_size(value)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="^Cuda is not available.$"):
+            determine_local_world_size("gpu")
+    cause = " ".join(knowledge.pitfall("torchrun-nproc-per-node-value").cause.split())
+    assert "one of the words `cpu`, `gpu`, `xpu` and `auto`" in cause
+    assert "`gpu` fails instead with `ValueError: Cuda is not available.`" in cause

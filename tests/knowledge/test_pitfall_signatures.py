@@ -69,3 +69,22 @@ def test_reproduced_sources_name_existing_files():
         if source.startswith("reproduced:"):
             path = source.removeprefix("reproduced:").strip().split()[0].rstrip(",;")
             assert (REPO / path).exists(), f"{p.id}: {path} does not exist"
+
+
+def test_spawn_pitfalls_read_each_way_a_child_ends(messages):
+    """mp.spawn words a child's exit, its exception and its death by a signal differently:
+    the first two are the child's own error, the last a kill."""
+    exited = knowledge.pitfall("spawn-child-exited")
+    killed = knowledge.pitfall("rank-killed-by-signal")
+    assert recognises(exited, messages["spawn_child_exits"])
+    assert recognises(exited, messages["spawn_child_raises"])
+    assert "the child's own error" in messages["spawn_child_raises"]  # the traceback travels
+    assert recognises(killed, messages["spawn_child_killed"])
+    assert not recognises(exited, messages["spawn_child_killed"])
+
+
+def test_nproc_per_node_pitfall_reads_an_empty_value(messages):
+    """A launch script's unset variable leaves nothing after the colon."""
+    pitfall = knowledge.pitfall("torchrun-nproc-per-node-value")
+    assert messages["torchrun_nproc_per_node_unset"].endswith("value: ")
+    assert recognises(pitfall, messages["torchrun_nproc_per_node_unset"])
