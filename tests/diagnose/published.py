@@ -10,6 +10,17 @@ name the pitfall for them. The texts are data, kept as posted.
 from __future__ import annotations
 
 PUBLISHED: dict[str, list[str]] = {
+    "accelerate-fsdp2-prepare-model-alone": [
+        # https://github.com/huggingface/transformers/issues/39961 (the issue's title)
+        "Calling trainer.evaluate() before trainer.trainer raises `ValueError: When using FSDP2, a "
+        "model and optimizer must be passed together to `Accelerator.prepare()...`",
+    ],
+    "hf-accelerate-version-skew": [
+        # https://github.com/azshue/AutoPoison/issues/5
+        "AttributeError: 'FullyShardedDataParallelPlugin' object has no attribute 'save_model'",
+        # https://github.com/axolotl-ai-cloud/axolotl/issues/542
+        "'FullyShardedDataParallelPlugin' object has no attribute 'activation_checkpointing'",
+    ],
     "rank-killed-by-signal": [
         # https://github.com/lyu-yx/ACUMEN/issues/4 (mp.spawn's wording of a killed child)
         "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal "
@@ -247,6 +258,14 @@ PUBLISHED: dict[str, list[str]] = {
 }
 
 NEAR_MISSES: dict[str, list[str]] = {
+    "accelerate-fsdp2-prepare-model-alone": [
+        # Accelerate's other FSDP2 check: two models in one call
+        "ValueError: Only one model is supported when using FSDP2",
+    ],
+    "hf-accelerate-version-skew": [
+        # the wrapper, not Accelerate's plugin: an attribute of the wrapped model
+        "AttributeError: 'FullyShardedDataParallel' object has no attribute 'save_model'",
+    ],
     "spawn-child-exited": [
         # a killed child is rank-killed-by-signal's, not an exit of the child's own
         "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal "

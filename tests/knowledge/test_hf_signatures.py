@@ -117,3 +117,42 @@ def test_peft_loads_adapters_frozen_unless_told_to_train():
     assert f"defaults to `False` (peft {'.'.join(peft.__version__.split('.')[:2])})" in " ".join(
         pitfall.cause.split()
     )
+
+
+def test_accelerate_prepares_an_fsdp2_model_only_with_its_optimizer():
+    """accelerate-fsdp2-prepare-model-alone: Accelerate's check, and the Trainer path that
+    prepares the model alone when evaluation comes first."""
+    import accelerate
+    import transformers
+    from accelerate import Accelerator
+    from transformers import Trainer
+
+    prepare = inspect.getsource(Accelerator.prepare)
+    assert "When using FSDP2, a model and optimizer must be passed together" in prepare
+    assert "(model_count > 0 and optimizer_count < 1)" in prepare
+    evaluation = inspect.getsource(Trainer.evaluation_loop)
+    assert "if len(self.accelerator._models) == 0 and model is self.model:" in evaluation
+    assert "self.accelerator.prepare(model)" in evaluation
+    cause = " ".join(knowledge.pitfall("accelerate-fsdp2-prepare-model-alone").cause.split())
+    major_minor = ".".join(transformers.__version__.split(".")[:2])
+    accelerate_version = ".".join(accelerate.__version__.split(".")[:2])
+    assert f"(transformers {major_minor}, accelerate {accelerate_version})" in cause
+
+
+def test_the_version_skew_pitfall_names_what_is_installed():
+    """hf-accelerate-version-skew: the plugin of the installed accelerate has the attribute
+    transformers 4.35 read and not the method 4.30 called, and the stated minimum is mined."""
+    import dataclasses
+
+    import accelerate.utils
+    import transformers
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from transformers.utils.import_utils import ACCELERATE_MIN_VERSION
+
+    fields = {f.name for f in dataclasses.fields(FullyShardedDataParallelPlugin)}
+    assert "activation_checkpointing" in fields
+    assert not hasattr(FullyShardedDataParallelPlugin, "save_model")
+    assert callable(accelerate.utils.save_fsdp_model)
+    fix = " ".join(knowledge.pitfall("hf-accelerate-version-skew").fix.split())
+    major_minor = ".".join(transformers.__version__.split(".")[:2])
+    assert f"({ACCELERATE_MIN_VERSION} for transformers {major_minor})" in fix
