@@ -331,6 +331,13 @@ def spawn_child_killed() -> None:
     mp.spawn(_child_killed, nprocs=1)
 
 
+def fsdp1_sync_module_states_on_cpu() -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    # rank 0's copy is sent from the GPU only
+    FSDP(nn.Linear(2, 2), sync_module_states=True, device_id=torch.device("cpu"))
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -365,6 +372,7 @@ CASES: dict[str, Callable[[], None]] = {
     "spawn_child_exits": spawn_child_exits,
     "spawn_child_raises": spawn_child_raises,
     "spawn_child_killed": spawn_child_killed,
+    "fsdp1_sync_module_states_on_cpu": fsdp1_sync_module_states_on_cpu,
     "dtensor_in_collective": dtensor_in_collective,
 }
 

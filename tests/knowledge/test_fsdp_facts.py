@@ -686,3 +686,40 @@ def test_ddp_refuses_device_ids_for_a_module_on_several_devices_or_the_cpu():
         in source
     )
     assert "only work with single-device/multiple-device GPU modules or CPU modules" in source
+
+
+SEEDS = "Seeds and initialisation: DDP copies rank 0's weights, FSDP2 keeps each rank's own"
+
+
+def test_ddp_copies_rank_0s_weights_unless_init_sync_is_off():
+    """migrate-ddp-to-fsdp, the seed section: the constructor flag and what it does."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    assert inspect.signature(DistributedDataParallel.__init__).parameters["init_sync"].default
+    source = inspect.getsource(DistributedDataParallel.__init__)
+    assert "if init_sync:" in source and "_sync_module_states(" in source
+    assert "(`init_sync=True`, the default in torch 2.13)" in _flat(
+        _section("migrate-ddp-to-fsdp", SEEDS)
+    )
+
+
+def test_the_seed_section_names_what_peft_and_the_trainer_seed():
+    """migrate-ddp-to-fsdp, the seed section: LoRA's random A matrices, the Trainer's one seed
+    for every rank, and Accelerate's per-process offset."""
+    import dataclasses
+
+    from accelerate.utils import set_seed
+    from peft import LoraConfig
+    from peft.tuners.lora.layer import LoraLayer
+    from transformers import Trainer, TrainingArguments
+
+    assert inspect.signature(LoraConfig).parameters["init_lora_weights"].default is True
+    reset = inspect.getsource(LoraLayer.reset_lora_parameters)
+    assert "nn.init.kaiming_uniform_(self.lora_A[adapter_name].weight" in reset
+    assert "set_seed(self.args.seed)" in inspect.getsource(Trainer.__init__)
+    seed = next(f for f in dataclasses.fields(TrainingArguments) if f.name == "seed")
+    assert seed.default == 42
+    assert inspect.signature(set_seed).parameters["device_specific"].default is False
+    assert "seed += AcceleratorState().process_index" in inspect.getsource(set_seed)
+    text = _flat(_section("migrate-ddp-to-fsdp", SEEDS))
+    assert "(`seed` defaults to 42)" in text and "`set_seed(seed, device_specific=True)`" in text

@@ -88,3 +88,15 @@ def test_nproc_per_node_pitfall_reads_an_empty_value(messages):
     pitfall = knowledge.pitfall("torchrun-nproc-per-node-value")
     assert messages["torchrun_nproc_per_node_unset"].endswith("value: ")
     assert recognises(pitfall, messages["torchrun_nproc_per_node_unset"])
+
+
+def test_the_seed_section_quotes_fsdp1s_refusal_to_sync_cpu_modules(messages):
+    """migrate-ddp-to-fsdp, 'Seeds and initialisation': FSDP1 copies rank 0's module only
+    from the GPU; the section quotes the error for CPU parameters."""
+    message = messages["fsdp1_sync_module_states_on_cpu"].replace("`", "")
+    quoted = "ValueError: The module has CPU parameters or buffers when sync_module_states=True, "
+    quoted += "which requires them to be on GPU."
+    assert message.startswith(quoted), message
+    guide = next(g for g in knowledge.guides() if g.id == "migrate-ddp-to-fsdp")
+    body = " ".join(guide.body.split())
+    assert quoted in body
