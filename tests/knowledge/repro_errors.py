@@ -338,6 +338,34 @@ def fsdp1_sync_module_states_on_cpu() -> None:
     FSDP(nn.Linear(2, 2), sync_module_states=True, device_id=torch.device("cpu"))
 
 
+def dcp_empty_param_group() -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.fsdp import fully_shard
+
+    def build() -> tuple[nn.Module, torch.optim.Optimizer]:
+        model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+        model[0].requires_grad_(False)
+        fully_shard(model)
+        frozen = [p for p in model[0].parameters() if p.requires_grad]  # empty
+        groups = [{"params": frozen, "lr": 1e-5}, {"params": list(model[1].parameters())}]
+        return model, torch.optim.AdamW(groups)
+
+    model, optim = build()
+    model(torch.ones(1, 2)).sum().backward()
+    optim.step()
+    with tempfile.TemporaryDirectory() as folder:
+        model_sd, optim_sd = get_state_dict(model, optim)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=folder)
+        model, optim = build()
+        model_sd, optim_sd = get_state_dict(model, optim)
+        state = {"model": model_sd, "optim": optim_sd}
+        dcp.load(state, checkpoint_id=folder)
+    set_state_dict(model, optim, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    model(torch.ones(1, 2)).sum().backward()
+    optim.step()  # the empty group lost its betas
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -373,6 +401,7 @@ CASES: dict[str, Callable[[], None]] = {
     "spawn_child_raises": spawn_child_raises,
     "spawn_child_killed": spawn_child_killed,
     "fsdp1_sync_module_states_on_cpu": fsdp1_sync_module_states_on_cpu,
+    "dcp_empty_param_group": dcp_empty_param_group,
     "dtensor_in_collective": dtensor_in_collective,
 }
 

@@ -100,3 +100,18 @@ def test_the_seed_section_quotes_fsdp1s_refusal_to_sync_cpu_modules(messages):
     guide = next(g for g in knowledge.guides() if g.id == "migrate-ddp-to-fsdp")
     body = " ".join(guide.body.split())
     assert quoted in body
+
+
+def test_adamw_given_sgds_state_fails_like_an_empty_group():
+    """dcp-empty-param-group: the other cause of the same KeyError that its fix names."""
+    import torch
+
+    model = torch.nn.Linear(2, 2)
+    adamw = torch.optim.AdamW(model.parameters())
+    adamw.load_state_dict(torch.optim.SGD(model.parameters(), lr=0.1).state_dict())
+    model(torch.ones(1, 2)).sum().backward()
+    with pytest.raises(KeyError, match="betas"):
+        adamw.step()
+    assert "AdamW given an SGD optimizer's `state_dict`" in " ".join(
+        knowledge.pitfall("dcp-empty-param-group").fix.split()
+    )
