@@ -21,7 +21,7 @@ import pytest
 import torch.distributed as dist
 
 from fsdp_skill import knowledge
-from tests.distributed import free_port, kill_tree, quiet_env
+from tests.distributed import free_port, kill_tree, quiet_env, run_ranks
 from tests.signatures import recognises
 
 # torch.distributed.rendezvous is also a function's name there: take the module itself
@@ -320,3 +320,51 @@ def test_nproc_per_node_takes_a_count_or_one_of_the_words_the_pitfall_names():
     cause = " ".join(knowledge.pitfall("torchrun-nproc-per-node-value").cause.split())
     assert "one of the words `cpu`, `gpu`, `xpu` and `auto`" in cause
     assert "`gpu` fails instead with `ValueError: Cuda is not available.`" in cause
+
+
+_WAIT_IN_BARRIER = """
+import time
+from datetime import timedelta
+
+import torch.distributed as dist
+
+dist.init_process_group("gloo", timeout=timedelta(seconds=3))
+if dist.get_rank() == 0:
+    time.sleep(8)  # the main process prepares the data alone
+try:
+    dist.barrier()
+    print(f"rank {dist.get_rank()}: released", flush=True)
+except RuntimeError as error:
+    print(f"rank {dist.get_rank()}: {error}", flush=True)
+"""
+
+
+def test_a_rank_waiting_for_the_main_process_fails_at_the_groups_timeout(tmp_path):
+    """main-process-first-timeout: a barrier waits no longer than the group's timeout."""
+    script = tmp_path / "wait.py"
+    script.write_text(_WAIT_IN_BARRIER, encoding="utf-8")
+    result = run_ranks(script, 2, timeout=90, env=quiet_env())
+    assert "rank 1: " in result.stdout, result.stdout + result.stderr[-2000:]
+    assert "Timed out waiting 3000ms for recv operation to complete" in result.stdout
+    assert "rank 1: released" not in result.stdout
+    cause = " ".join(knowledge.pitfall("main-process-first-timeout").cause.split())
+    assert "Reproduced with Gloo and a 3-second timeout" in cause
+
+
+def test_main_process_first_is_a_pair_of_barriers_in_transformers_and_accelerate():
+    """main-process-first-timeout: where the waiting ranks wait, and the Trainer's timeout."""
+    import dataclasses
+
+    from accelerate import PartialState
+    from accelerate.utils import InitProcessGroupKwargs
+    from transformers import TrainingArguments
+
+    source = inspect.getsource(TrainingArguments.main_process_first)
+    assert source.count("dist.barrier()") == 2
+    assert "yield from self._goes_first(self.is_main_process)" in inspect.getsource(
+        PartialState.main_process_first
+    )
+    assert "self.wait_for_everyone()" in inspect.getsource(PartialState._goes_first)
+    fields = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}
+    assert fields["ddp_timeout"] == 1800
+    assert "timeout" in {f.name for f in dataclasses.fields(InitProcessGroupKwargs)}
