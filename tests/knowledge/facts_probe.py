@@ -196,13 +196,18 @@ def all_gather_uneven_sizes() -> str | None:
 
 
 def all_gather_into_stacked_output() -> dict:
-    """gloo-all-gather-uneven-sizes: Gloo takes a flat output for all_gather_into_tensor but
-    refuses the stacked (world_size, N) form."""
+    """gloo-all-gather-uneven-sizes: Gloo takes a flat output for all_gather_single (and its
+    deprecated older name, all_gather_into_tensor) but refuses the stacked (world_size, N)
+    form."""
     world = dist.get_world_size()
     stacked, flat = torch.empty(world, 3), torch.empty(world * 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # the older name still works, and warns
+        older = _error(lambda: dist.all_gather_into_tensor(stacked, torch.ones(3)))
     return {
-        "stacked": _error(lambda: dist.all_gather_into_tensor(stacked, torch.ones(3))),
-        "flat": _error(lambda: dist.all_gather_into_tensor(flat, torch.ones(3))),
+        "stacked": _error(lambda: dist.all_gather_single(stacked, torch.ones(3))),
+        "flat": _error(lambda: dist.all_gather_single(flat, torch.ones(3))),
+        "stacked_older_name": older,
     }
 
 

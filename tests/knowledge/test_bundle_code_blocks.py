@@ -7,6 +7,7 @@ check that every torch name it uses resolves in the installed torch. A block wit
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,8 @@ def _blocks() -> list[tuple[str, markdown.CodeBlock]]:
 
 
 BLOCKS = _blocks()
+_DEPRECATED = re.compile(r"FutureWarning: (`?torch\.[\w.]+`? is deprecated[^\n]*)")
+"""A torch API the example calls warns that it is deprecated: users copy the example as is."""
 RUNNABLE = [(rel, b) for rel, b in BLOCKS if b.tags and b.tags[0].startswith("ws=")]
 COMPILED = [(rel, b) for rel, b in BLOCKS if not (b.tags and b.tags[0].startswith("ws="))]
 
@@ -81,8 +84,14 @@ def test_runnable_block_runs(item, tmp_path: Path):
     script.write_text(block.code, encoding="utf-8")
     runner = tmp_path / "run_example.py"
     runner.write_text(RUNNER, encoding="utf-8")
-    result = run_ranks(runner, world_size, args=[str(script)], timeout=180, cwd=tmp_path)
+    # torch announces a public API's deprecation with a FutureWarning: show those, not the rest
+    shown = {"PYTHONWARNINGS": "ignore,default::FutureWarning"}
+    result = run_ranks(runner, world_size, args=[str(script)], timeout=180, cwd=tmp_path, env=shown)
     assert result.returncode == 0, (
         f"{rel}:{block.line} failed at world size {world_size} (exit {result.returncode})\n"
         f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-6000:]}"
+    )
+    deprecated = sorted(set(_DEPRECATED.findall(result.stderr)))
+    assert not deprecated, (
+        f"{rel}:{block.line} calls what the installed torch deprecates: {deprecated}"
     )

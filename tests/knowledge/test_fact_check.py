@@ -169,6 +169,7 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     assert into["flat"] is None
     assert recognises(pitfall, into["stacked"])
     assert "expected (3), got (1, 3)" in into["stacked"]
+    assert into["stacked_older_name"] == into["stacked"]  # the symptom's name: the same refusal
     assert "Gloo also wants its output flat" in _flat(pitfall.cause)
 
 

@@ -723,3 +723,14 @@ def test_the_seed_section_names_what_peft_and_the_trainer_seed():
     assert "seed += AcceleratorState().process_index" in inspect.getsource(set_seed)
     text = _flat(_section("migrate-ddp-to-fsdp", SEEDS))
     assert "(`seed` defaults to 42)" in text and "`set_seed(seed, device_specific=True)`" in text
+
+
+def test_all_gather_into_tensor_is_deprecated_for_all_gather_single():
+    """gloo-all-gather-uneven-sizes recommends the name torch 2.13 does not deprecate."""
+    import torch.distributed as dist
+
+    source = inspect.getsource(dist.all_gather_into_tensor)
+    assert "Please use `torch.distributed.all_gather_single` instead." in source
+    assert "FutureWarning" in source
+    fix = _flat(knowledge.pitfall("gloo-all-gather-uneven-sizes").fix)
+    assert "Give `all_gather_single` (`all_gather_into_tensor` in older releases)" in fix
