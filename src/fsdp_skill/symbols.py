@@ -81,9 +81,12 @@ def longest_names(names: Iterator[tuple[int, str]]) -> list[tuple[int, str]]:
     ]
 
 
+_MISSING = object()
+
+
 @cache
-def resolve(dotted: str) -> bool:
-    """True if ``dotted`` names a module or attribute of an installed package (torch, ...)."""
+def lookup(dotted: str) -> object:
+    """The module or attribute ``dotted`` names in an installed package, else ``_MISSING``."""
     parts = dotted.split(".")
     for split in range(len(parts), 0, -1):
         module_name = ".".join(parts[:split])
@@ -92,14 +95,27 @@ def resolve(dotted: str) -> bool:
         except ImportError:
             continue
         except Exception:  # a module that fails to import for other reasons does not resolve
-            return False
+            return _MISSING
         for attr in parts[split:]:
             try:
                 obj = getattr(obj, attr)
             except AttributeError:
-                return False
-        return True
-    return False
+                return _MISSING
+        return obj
+    return _MISSING
+
+
+@cache
+def resolve(dotted: str) -> bool:
+    """True if ``dotted`` names a module or attribute of an installed package (torch, ...)."""
+    return lookup(dotted) is not _MISSING
+
+
+def deprecation(dotted: str) -> str | None:
+    """The message with which the installed package deprecates ``dotted`` (PEP 702's
+    ``__deprecated__``, which torch's ``@deprecated`` sets), or None."""
+    message = getattr(lookup(dotted), "__deprecated__", None)
+    return message if isinstance(message, str) else None
 
 
 def torch_version() -> str | None:

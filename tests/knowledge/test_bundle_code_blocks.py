@@ -75,6 +75,16 @@ def test_compiled_block_parses_and_names_resolve(item):
     assert not unresolved, f"{rel}:{block.line}: torch names that do not resolve: {unresolved}"
 
 
+@pytest.mark.parametrize("item", BLOCKS, ids=[_id(i) for i in BLOCKS])
+def test_block_names_nothing_the_installed_torch_deprecates(item):
+    """Users copy examples as they are: a GPU-only block is never run here, so its names are
+    checked for the deprecation torch marks on them."""
+    rel, block = item
+    names = symbols.longest_names(symbols.names_in_code(block.code))
+    deprecated = {name: symbols.deprecation(name) for _, name in names if symbols.deprecation(name)}
+    assert not deprecated, f"{rel}:{block.line}: deprecated in the installed torch: {deprecated}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("item", RUNNABLE, ids=[_id(i) for i in RUNNABLE])
 def test_runnable_block_runs(item, tmp_path: Path):
@@ -95,3 +105,25 @@ def test_runnable_block_runs(item, tmp_path: Path):
     assert not deprecated, (
         f"{rel}:{block.line} calls what the installed torch deprecates: {deprecated}"
     )
+
+
+def test_the_deprecation_check_sees_what_torch_marks_deprecated():
+    code = "import torch.distributed as dist\ndist.all_gather_into_tensor(out, inp)\n"
+    names = [name for _, name in symbols.longest_names(symbols.names_in_code(code))]
+    assert "torch.distributed.all_gather_into_tensor" in names  # (and the import's module)
+    assert "all_gather_single" in symbols.deprecation("torch.distributed.all_gather_into_tensor")
+    assert symbols.deprecation("torch.distributed.all_gather_single") is None
+    assert symbols.deprecation("torch.no_such_name") is None
+
+
+SHIPPED_PY = sorted(BUNDLE_DIR.rglob("*.py"))
+
+
+@pytest.mark.parametrize(
+    "path", SHIPPED_PY, ids=[p.relative_to(BUNDLE_DIR).as_posix() for p in SHIPPED_PY]
+)
+def test_shipped_python_names_nothing_the_installed_torch_deprecates(path):
+    """The project template and the bundled scripts are copied as they are, too."""
+    names = symbols.longest_names(symbols.names_in_code(path.read_text(encoding="utf-8")))
+    deprecated = {name: symbols.deprecation(name) for _, name in names if symbols.deprecation(name)}
+    assert not deprecated, f"{path.name}: deprecated in the installed torch: {deprecated}"
