@@ -734,3 +734,20 @@ def test_all_gather_into_tensor_is_deprecated_for_all_gather_single():
     assert "FutureWarning" in source
     fix = _flat(knowledge.pitfall("gloo-all-gather-uneven-sizes").fix)
     assert "Give `all_gather_single` (`all_gather_into_tensor` in older releases)" in fix
+
+
+def test_rowwise_parallel_expects_split_features_unless_told_otherwise():
+    """tensor-parallel, 'nn.Embedding': the default layouts the section explains."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    rowwise, colwise = RowwiseParallel(), ColwiseParallel()
+    assert rowwise.input_layouts == (Shard(-1),) and rowwise.output_layouts == (Replicate(),)
+    assert colwise.input_layouts == (Replicate(),) and colwise.output_layouts == (Shard(-1),)
+    text = _flat(
+        _section(
+            "tensor-parallel",
+            "nn.Embedding: RowwiseParallel splits the vocabulary, ColwiseParallel the features",
+        )
+    )
+    assert "Its default input layout, `Shard(-1)`, is made for a Linear layer" in text
