@@ -105,7 +105,6 @@ def lookup(dotted: str) -> object:
     return _MISSING
 
 
-@cache
 def resolve(dotted: str) -> bool:
     """True if ``dotted`` names a module or attribute of an installed package (torch, ...)."""
     return lookup(dotted) is not _MISSING

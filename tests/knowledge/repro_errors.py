@@ -313,22 +313,10 @@ def _child_killed(index: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's out-of-memory killer does
 
 
-def spawn_child_exits() -> None:
+def _spawn_one(child: Callable[[int], None]) -> None:
     import torch.multiprocessing as mp
 
-    mp.spawn(_child_exits, nprocs=1)
-
-
-def spawn_child_raises() -> None:
-    import torch.multiprocessing as mp
-
-    mp.spawn(_child_raises, nprocs=1)
-
-
-def spawn_child_killed() -> None:
-    import torch.multiprocessing as mp
-
-    mp.spawn(_child_killed, nprocs=1)
+    mp.spawn(child, nprocs=1)
 
 
 def fsdp1_sync_module_states_on_cpu() -> None:
@@ -397,9 +385,9 @@ CASES: dict[str, Callable[[], None]] = {
     "ddp_without_trainable_parameters": ddp_without_trainable_parameters,
     "torchrun_nproc_per_node_list": torchrun_nproc_per_node_list,
     "torchrun_nproc_per_node_unset": torchrun_nproc_per_node_unset,
-    "spawn_child_exits": spawn_child_exits,
-    "spawn_child_raises": spawn_child_raises,
-    "spawn_child_killed": spawn_child_killed,
+    "spawn_child_exits": lambda: _spawn_one(_child_exits),
+    "spawn_child_raises": lambda: _spawn_one(_child_raises),
+    "spawn_child_killed": lambda: _spawn_one(_child_killed),
     "fsdp1_sync_module_states_on_cpu": fsdp1_sync_module_states_on_cpu,
     "dcp_empty_param_group": dcp_empty_param_group,
     "dtensor_in_collective": dtensor_in_collective,

@@ -44,8 +44,6 @@ def _blocks() -> list[tuple[str, markdown.CodeBlock]]:
 
 
 BLOCKS = _blocks()
-_DEPRECATED = re.compile(r"FutureWarning: (`?torch\.[\w.]+`? is deprecated[^\n]*)")
-"""A torch API the example calls warns that it is deprecated: users copy the example as is."""
 RUNNABLE = [(rel, b) for rel, b in BLOCKS if b.tags and b.tags[0].startswith("ws=")]
 COMPILED = [(rel, b) for rel, b in BLOCKS if not (b.tags and b.tags[0].startswith("ws="))]
 
@@ -75,13 +73,26 @@ def test_compiled_block_parses_and_names_resolve(item):
     assert not unresolved, f"{rel}:{block.line}: torch names that do not resolve: {unresolved}"
 
 
+_DEPRECATED = re.compile(r"FutureWarning: (`?torch\.[\w.]+`? is deprecated[^\n]*)")
+"""A torch API the example calls warns that it is deprecated: users copy the example as is."""
+
+
+def _deprecated_names(code: str) -> dict[str, str]:
+    """``{name: message}`` for the names in ``code`` that the installed torch deprecates."""
+    found = {}
+    for _, name in symbols.longest_names(symbols.names_in_code(code)):
+        message = symbols.deprecation(name)
+        if message:
+            found[name] = message
+    return found
+
+
 @pytest.mark.parametrize("item", BLOCKS, ids=[_id(i) for i in BLOCKS])
 def test_block_names_nothing_the_installed_torch_deprecates(item):
     """Users copy examples as they are: a GPU-only block is never run here, so its names are
     checked for the deprecation torch marks on them."""
     rel, block = item
-    names = symbols.longest_names(symbols.names_in_code(block.code))
-    deprecated = {name: symbols.deprecation(name) for _, name in names if symbols.deprecation(name)}
+    deprecated = _deprecated_names(block.code)
     assert not deprecated, f"{rel}:{block.line}: deprecated in the installed torch: {deprecated}"
 
 
@@ -109,8 +120,7 @@ def test_runnable_block_runs(item, tmp_path: Path):
 
 def test_the_deprecation_check_sees_what_torch_marks_deprecated():
     code = "import torch.distributed as dist\ndist.all_gather_into_tensor(out, inp)\n"
-    names = [name for _, name in symbols.longest_names(symbols.names_in_code(code))]
-    assert "torch.distributed.all_gather_into_tensor" in names  # (and the import's module)
+    assert list(_deprecated_names(code)) == ["torch.distributed.all_gather_into_tensor"]
     assert "all_gather_single" in symbols.deprecation("torch.distributed.all_gather_into_tensor")
     assert symbols.deprecation("torch.distributed.all_gather_single") is None
     assert symbols.deprecation("torch.no_such_name") is None
@@ -124,6 +134,5 @@ SHIPPED_PY = sorted(BUNDLE_DIR.rglob("*.py"))
 )
 def test_shipped_python_names_nothing_the_installed_torch_deprecates(path):
     """The project template and the bundled scripts are copied as they are, too."""
-    names = symbols.longest_names(symbols.names_in_code(path.read_text(encoding="utf-8")))
-    deprecated = {name: symbols.deprecation(name) for _, name in names if symbols.deprecation(name)}
+    deprecated = _deprecated_names(path.read_text(encoding="utf-8"))
     assert not deprecated, f"{path.name}: deprecated in the installed torch: {deprecated}"

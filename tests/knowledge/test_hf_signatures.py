@@ -107,6 +107,11 @@ def test_from_pretrained_takes_a_memory_cap_per_device():
     assert "max_memory (`Dict`, *optional*)" in source
 
 
+def _release(module) -> str:
+    """``major.minor`` of an installed package, as the knowledge names versions."""
+    return ".".join(module.__version__.split(".")[:2])
+
+
 def test_peft_loads_adapters_frozen_unless_told_to_train():
     """ddp-module-without-trainable-parameters: the default that leaves DDP nothing to do."""
     import peft
@@ -114,9 +119,7 @@ def test_peft_loads_adapters_frozen_unless_told_to_train():
     load = inspect.signature(peft.PeftModel.from_pretrained).parameters
     assert load["is_trainable"].default is False
     pitfall = knowledge.pitfall("ddp-module-without-trainable-parameters")
-    assert f"defaults to `False` (peft {'.'.join(peft.__version__.split('.')[:2])})" in " ".join(
-        pitfall.cause.split()
-    )
+    assert f"defaults to `False` (peft {_release(peft)})" in " ".join(pitfall.cause.split())
 
 
 def test_accelerate_prepares_an_fsdp2_model_only_with_its_optimizer():
@@ -134,9 +137,7 @@ def test_accelerate_prepares_an_fsdp2_model_only_with_its_optimizer():
     assert "if len(self.accelerator._models) == 0 and model is self.model:" in evaluation
     assert "self.accelerator.prepare(model)" in evaluation
     cause = " ".join(knowledge.pitfall("accelerate-fsdp2-prepare-model-alone").cause.split())
-    major_minor = ".".join(transformers.__version__.split(".")[:2])
-    accelerate_version = ".".join(accelerate.__version__.split(".")[:2])
-    assert f"(transformers {major_minor}, accelerate {accelerate_version})" in cause
+    assert f"(transformers {_release(transformers)}, accelerate {_release(accelerate)})" in cause
 
 
 def test_the_version_skew_pitfall_names_what_is_installed():
@@ -154,5 +155,4 @@ def test_the_version_skew_pitfall_names_what_is_installed():
     assert not hasattr(FullyShardedDataParallelPlugin, "save_model")
     assert callable(accelerate.utils.save_fsdp_model)
     fix = " ".join(knowledge.pitfall("hf-accelerate-version-skew").fix.split())
-    major_minor = ".".join(transformers.__version__.split(".")[:2])
-    assert f"({ACCELERATE_MIN_VERSION} for transformers {major_minor})" in fix
+    assert f"({ACCELERATE_MIN_VERSION} for transformers {_release(transformers)})" in fix
