@@ -21,6 +21,12 @@ PUBLISHED: dict[str, list[str]] = {
         # https://github.com/axolotl-ai-cloud/axolotl/issues/542
         "'FullyShardedDataParallelPlugin' object has no attribute 'activation_checkpointing'",
     ],
+    "ddp-buffer-broadcast-inplace": [
+        # https://github.com/pytorch/pytorch/issues/175024 (BatchNorm's running statistics, CUDA)
+        "RuntimeError: one of the variables needed for gradient computation has been modified "
+        "by an inplace operation: [torch.cuda.FloatTensor [768]] is at version 3; expected "
+        "version 2 instead.",
+    ],
     "rank-killed-by-signal": [
         # https://github.com/lyu-yx/ACUMEN/issues/4 (mp.spawn's wording of a killed child)
         "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal "
@@ -258,6 +264,16 @@ PUBLISHED: dict[str, list[str]] = {
 }
 
 NEAR_MISSES: dict[str, list[str]] = {
+    "ddp-buffer-broadcast-inplace": [
+        # https://github.com/hustvl/LightningDiT/issues/30 (a 2-D rotary table, compiled)
+        "RuntimeError: one of the variables needed for gradient computation has been modified "
+        "by an inplace operation: [torch.cuda.FloatTensor [256, 72]] is at version 5; expected "
+        "version 4 instead.",
+        # https://github.com/WOW5678/CompNet/issues/2 (an activation: "output 0 of")
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [torch.FloatTensor [1, 2, 2]], which is output 0 of AsStridedBackward0, is "
+        "at version 1; expected versio",
+    ],
     "accelerate-fsdp2-prepare-model-alone": [
         # Accelerate's other FSDP2 check: two models in one call
         "ValueError: Only one model is supported when using FSDP2",

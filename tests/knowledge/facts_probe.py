@@ -333,6 +333,35 @@ def frozen_model_shards() -> dict:
     return {"sharded": isinstance(teacher[0].weight, DTensor), "same_output": same}
 
 
+def ddp_two_forwards_one_backward() -> dict:
+    """ddp-buffer-broadcast-inplace: DDP over a BatchNorm model, called twice (its buffers
+    synced from rank 0 before each forward), then one backward; and the fix, the first
+    forward and backward under no_sync, against the averaged gradients of the summed loss."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Linear(4, 1))
+
+    torch.manual_seed(1 + dist.get_rank())  # each rank its own batches
+    real, fake = torch.randn(8, 4), torch.randn(8, 4)
+    twice = DDP(model())
+    first, second = twice(real), twice(fake)
+    error = _error(lambda: (first.sum() + second.sum()).backward())
+
+    split = DDP(model())
+    with split.no_sync():
+        split(real).sum().backward()
+    split(fake).sum().backward()
+    reference = model()
+    (reference(real).sum() + reference(fake).sum()).backward()
+    same = True
+    for mine, expected in zip(split.parameters(), reference.parameters(), strict=True):
+        dist.all_reduce(expected.grad)
+        same &= torch.allclose(mine.grad, expected.grad / dist.get_world_size(), atol=1e-6)
+    return {"error": error, "no_sync_then_sync_is_the_summed_loss": same}
+
+
 CASES: dict[str, Callable[[], object]] = {
     "gloo_all_to_all": gloo_all_to_all,
     "mesh_slicing": mesh_slicing,
@@ -351,6 +380,7 @@ CASES: dict[str, Callable[[], object]] = {
     "fsdp1_helpers_on_fsdp2": fsdp1_helpers_on_fsdp2,
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
     "frozen_model_shards": frozen_model_shards,
+    "ddp_two_forwards_one_backward": ddp_two_forwards_one_backward,
 }
 
 

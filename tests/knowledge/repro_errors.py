@@ -354,6 +354,15 @@ def dcp_empty_param_group() -> None:
     optim.step()  # the empty group lost its betas
 
 
+def buffer_broadcast_after_forward() -> None:
+    layer = nn.Linear(4, 4)
+    buffer = torch.ones(4)  # a 1-D buffer (BatchNorm's running_mean), saved for backward
+    out = layer(torch.ones(2, 4)) * buffer
+    # what DDP's pre-forward buffer sync runs (torch 2.11 and older bump the version counter)
+    dist._broadcast_coalesced(dist.group.WORLD, [buffer], 1 << 20, 0)
+    out.sum().backward()
+
+
 CASES: dict[str, Callable[[], None]] = {
     "fsdp_in_join": fsdp_in_join,
     "join_two_groups": join_two_groups,
@@ -391,6 +400,7 @@ CASES: dict[str, Callable[[], None]] = {
     "fsdp1_sync_module_states_on_cpu": fsdp1_sync_module_states_on_cpu,
     "dcp_empty_param_group": dcp_empty_param_group,
     "dtensor_in_collective": dtensor_in_collective,
+    "buffer_broadcast_after_forward": buffer_broadcast_after_forward,
 }
 
 

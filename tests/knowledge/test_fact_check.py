@@ -281,6 +281,19 @@ def test_a_frozen_model_can_be_sharded_instead_of_wrapped_in_ddp(observed):
     assert "`fully_shard` accepts a module with no trainable parameters" in fix
 
 
+def test_ddp_runs_two_forwards_before_one_backward_and_no_sync_splits_them(observed):
+    """ddp-buffer-broadcast-inplace: the installed torch keeps the buffers' version counters
+    across DDP's buffer sync (the pitfall's torch range ends before it), and the fix's
+    no_sync-then-sync pattern gives the averaged gradients of the summed loss."""
+    assert observed["ddp_two_forwards_one_backward"] == {
+        "error": None,
+        "no_sync_then_sync_is_the_summed_loss": True,
+    }
+    pitfall = knowledge.pitfall("ddp-buffer-broadcast-inplace")
+    assert pitfall.torch == "<2.12"
+    assert "the gradients are those of the summed loss" in _flat(pitfall.fix)
+
+
 def test_old_launcher_appends_local_rank_and_torchrun_does_not(monkeypatch):
     """multi-node-launch, deprecated-distributed-launch: what each launcher gives the script."""
     import warnings
