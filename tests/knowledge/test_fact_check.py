@@ -18,6 +18,7 @@ import pytest
 from fsdp_skill import knowledge
 from fsdp_skill.bundle_files import BUNDLE_DIR
 from tests.distributed import run_ranks
+from tests.knowledge.texts import flat
 from tests.signatures import recognises
 
 torch = pytest.importorskip("torch")
@@ -28,22 +29,18 @@ C10D_HEADERS = TORCH_DIR / "include" / "torch" / "csrc" / "distributed" / "c10d"
 GUIDES = {g.id: g for g in knowledge.guides()}
 
 
-def _flat(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _guide(guide_id: str) -> str:
-    return _flat(GUIDES[guide_id].body)
+    return flat(GUIDES[guide_id].body)
 
 
 def _skill() -> str:
-    return _flat((BUNDLE_DIR / "SKILL.md").read_text(encoding="utf-8"))
+    return flat((BUNDLE_DIR / "SKILL.md").read_text(encoding="utf-8"))
 
 
 def _pitfall(pitfall_id: str) -> str:
     p = knowledge.pitfall(pitfall_id)
     assert p is not None, pitfall_id
-    return _flat("\n".join((p.symptom, p.cause, p.fix, p.good)))
+    return flat("\n".join((p.symptom, p.cause, p.fix, p.good)))
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +159,7 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     assert message.startswith("RuntimeError: ProcessGroupGloo::allgather: invalid tensor size")
     pitfall = knowledge.pitfall("gloo-all-gather-uneven-sizes")
     assert recognises(pitfall, message)
-    assert "Gloo requires every output tensor to have the size of the local input" in _flat(
+    assert "Gloo requires every output tensor to have the size of the local input" in flat(
         pitfall.cause
     )
     into = observed["all_gather_into_stacked_output"]
@@ -170,7 +167,7 @@ def test_gloo_refuses_an_all_gather_of_uneven_sizes(observed):
     assert recognises(pitfall, into["stacked"])
     assert "expected (3), got (1, 3)" in into["stacked"]
     assert into["stacked_older_name"] == into["stacked"]  # the symptom's name: the same refusal
-    assert "Gloo also wants its output flat" in _flat(pitfall.cause)
+    assert "Gloo also wants its output flat" in flat(pitfall.cause)
 
 
 def test_fsdp1_keeps_flat_shards_and_distribute_tensor_can_cut_locally(observed):
@@ -183,7 +180,7 @@ def test_fsdp1_keeps_flat_shards_and_distribute_tensor_can_cut_locally(observed)
     text = _guide("fsdp2")
     assert "(1-D shards even with `use_orig_params=True`)" in text
     assert inspect.signature(distribute_tensor).parameters["src_data_rank"].default == 0
-    doc = _flat(distribute_tensor.__doc__)
+    doc = flat(distribute_tensor.__doc__)
     assert (
         "If passing ``None`` explicitly, :meth:`distribute_tensor` simply uses its local data"
         in doc
@@ -213,7 +210,7 @@ def test_ddp_and_raw_collectives_refuse_dtensor_parameters(observed):
     other = knowledge.pitfall("dtensor-op-without-sharding-rule")
     for message in seen.values():
         assert recognises(ours, message) and not recognises(other, message)
-    assert "DDP over an FSDP2 model, and `all_reduce` of a sharded weight, on 4 ranks" in _flat(
+    assert "DDP over an FSDP2 model, and `all_reduce` of a sharded weight, on 4 ranks" in flat(
         ours.cause
     )
 
@@ -222,7 +219,7 @@ def test_work_wait_blocks_the_stream_not_the_cpu_unless_given_a_timeout():
     """process-groups (async_op=True): what torch 2.13's Work.wait docstring says it waits for."""
     import torch.distributed as dist
 
-    doc = _flat(dist.Work.wait.__doc__)
+    doc = flat(dist.Work.wait.__doc__)
     assert "Letting the current stream block on the completion of the NCCL work" in doc
     assert "if timeout is set, it will block the CPU thread until the NCCL work is completed" in doc
     text = _guide("process-groups")
@@ -277,7 +274,7 @@ def test_compile_and_checkpointing_may_follow_fully_shard(observed):
 def test_a_frozen_model_can_be_sharded_instead_of_wrapped_in_ddp(observed):
     """ddp-module-without-trainable-parameters: the fix offers fully_shard for a big teacher."""
     assert observed["frozen_model_shards"] == {"sharded": True, "same_output": True}
-    fix = _flat(knowledge.pitfall("ddp-module-without-trainable-parameters").fix)
+    fix = flat(knowledge.pitfall("ddp-module-without-trainable-parameters").fix)
     assert "`fully_shard` accepts a module with no trainable parameters" in fix
 
 
@@ -291,7 +288,7 @@ def test_ddp_runs_two_forwards_before_one_backward_and_no_sync_splits_them(obser
     }
     pitfall = knowledge.pitfall("ddp-buffer-broadcast-inplace")
     assert pitfall.torch == "<2.12"
-    assert "the gradients are those of the summed loss" in _flat(pitfall.fix)
+    assert "the gradients are those of the summed loss" in flat(pitfall.fix)
 
 
 def test_old_launcher_appends_local_rank_and_torchrun_does_not(monkeypatch):
@@ -424,7 +421,7 @@ def test_nccl_watchdog_default_tears_down_without_abort():
     assert re.search(r"SkipCleanUp = 3", source)
     assert "tears the process down *without* aborting the communicator" in _guide("process-groups")
     env = {v.name: v for v in knowledge.env_vars()}
-    assert "3 tear the process down without aborting the communicator (default" in _flat(
+    assert "3 tear the process down without aborting the communicator (default" in flat(
         env["TORCH_NCCL_ASYNC_ERROR_HANDLING"].what
     )
 
@@ -434,7 +431,7 @@ def test_flight_recorder_reads_the_fr_name_first():
     header = C10D_HEADERS / "FlightRecorder.hpp"
     if not header.exists():
         pytest.skip("this torch build ships no c10d headers")
-    source = _flat(header.read_text(encoding="utf-8"))
+    source = flat(header.read_text(encoding="utf-8"))
     assert '{"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"}, 2000' in source
     assert '{"TORCH_FR_CPP_STACK", "TORCH_NCCL_TRACE_CPP_STACK"}, false' in source
     text = _guide("debugging")
@@ -491,10 +488,10 @@ def test_root_reshard_advice_for_older_releases():
 
 def _knowledge_texts() -> dict[str, str]:
     """Every page the bundle ships, by name: guides, pitfalls, env vars and SKILL.md."""
-    texts = {f"guide {g.id}": _flat(g.body) for g in knowledge.guides()}
+    texts = {f"guide {g.id}": flat(g.body) for g in knowledge.guides()}
     for p in knowledge.pitfalls():
-        texts[f"pitfall {p.id}"] = _flat("\n".join((p.symptom, p.cause, p.fix, p.good)))
-    texts["env_vars"] = _flat(
+        texts[f"pitfall {p.id}"] = flat("\n".join((p.symptom, p.cause, p.fix, p.good)))
+    texts["env_vars"] = flat(
         " ".join(f"{v.what} {v.values} {v.when}" for v in knowledge.env_vars())
     )
     texts["SKILL.md"] = _skill()

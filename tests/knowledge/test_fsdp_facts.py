@@ -14,21 +14,16 @@ import warnings
 import pytest
 
 from fsdp_skill import knowledge, markdown
+from tests.knowledge.texts import flat, guide
 from tests.signatures import signature_hits
 
 torch = pytest.importorskip("torch")
 fsdp = pytest.importorskip("torch.distributed.fsdp")
 
 
-def _guide(guide_id: str) -> knowledge.Guide:
-    guide = next((g for g in knowledge.guides() if g.id == guide_id), None)
-    assert guide is not None, f"guide {guide_id} is missing"
-    return guide
-
-
 def _section(guide_id: str, title: str) -> str:
     """The text of one ``##`` section of a guide."""
-    body = _guide(guide_id).body
+    body = guide(guide_id).body
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", body, re.M | re.S)
     assert match, f"{guide_id}: no section {title!r}"
     return match.group(1)
@@ -40,10 +35,6 @@ def _defaults(func) -> dict:
         for name, p in inspect.signature(func).parameters.items()
         if p.default is not inspect.Parameter.empty
     }
-
-
-def _flat(text: str | None) -> str:
-    return " ".join((text or "").split())
 
 
 def _assert_signatures_match(pitfall_id: str, text: str, every: bool = True) -> None:
@@ -110,10 +101,10 @@ def test_ddp_buffer_sync_is_forward_sync_buffers_in_2_13():
 
     defaults = _defaults(DDP.__init__)
     assert defaults["forward_sync_buffers"] is None and defaults["broadcast_buffers"] is None
-    doc = _flat(DDP.__doc__)
+    doc = flat(DDP.__doc__)
     assert "When ``None``, defaults to ``True``" in doc  # forward_sync_buffers
     assert ".. deprecated:: 2.13 Use ``forward_sync_buffers`` instead." in doc
-    text = _flat(_guide("buffers-batchnorm").body)
+    text = flat(guide("buffers-batchnorm").body)
     assert "(`forward_sync_buffers`, on unless set to `False`; torch 2.13" in text
     assert "by default (`broadcast_buffers=True`)" not in text
 
@@ -125,9 +116,9 @@ def test_all_reduce_sums_by_default_and_dataparallel_gathers_scalar_losses_into_
     from torch.nn.parallel import _functions
 
     assert _defaults(dist.all_reduce)["op"] == dist.ReduceOp.SUM
-    gather = _flat(inspect.getsource(_functions.Gather.forward)).replace('" "', "")  # joined
+    gather = flat(inspect.getsource(_functions.Gather.forward)).replace('" "', "")  # joined
     assert "all input tensors were scalars; will instead unsqueeze and return a vector" in gather
-    text = _flat(
+    text = flat(
         _section(
             "migrate-ddp-to-fsdp",
             "The loss is not the single-GPU loss (n times larger, or off with padding)",
@@ -153,11 +144,11 @@ def test_ddp_sends_bf16_gradients_with_the_compress_hook_the_guide_names():
 def test_fully_shard_ignored_params_arrived_in_2_7():
     """migrate-fsdp1-to-fsdp2: ignored_params is FSDP2's ignored_modules, from torch 2.7."""
     assert "ignored_params" in inspect.signature(fsdp.fully_shard).parameters
-    guide = _guide("migrate-fsdp1-to-fsdp2")
-    assert "`ignored_params={...}` (torch 2.7 and later)" in guide.body
+    migration = guide("migrate-fsdp1-to-fsdp2")
+    assert "`ignored_params={...}` (torch 2.7 and later)" in migration.body
     assert any(
         v["api"].startswith("fully_shard(ignored_params") and v["since"] == "2.7"
-        for v in guide.versions
+        for v in migration.versions
     )
     accelerate = pytest.importorskip("accelerate")
     from pathlib import Path
@@ -182,7 +173,7 @@ def test_fsdp1_sharding_strategies_in_the_table_exist():
 
 def test_fsdp1_documents_the_limits_the_pitfalls_rest_on():
     """fsdp1-cpu-offload-accumulation and fsdp1-compile-without-use-orig-params."""
-    doc = _flat(fsdp.FullyShardedDataParallel.__doc__)
+    doc = flat(fsdp.FullyShardedDataParallel.__doc__)
     assert (
         "does not support gradient accumulation outside ``no_sync()`` when using CPU offloading"
         in doc
@@ -246,10 +237,10 @@ def test_bf16_loses_small_updates():
 def test_pitfalls_named_in_guides_exist():
     """Every 'pitfall `id`' a guide mentions is a real pitfall id."""
     known = {p.id for p in knowledge.pitfalls()}
-    for guide in knowledge.guides():
-        text = markdown.strip_code(guide.body)
+    for each in knowledge.guides():
+        text = markdown.strip_code(each.body)
         for name in re.findall(r"pitfalls?\s+`([a-z0-9-]+)`", text):
-            assert name in known, f"{guide.id} names unknown pitfall {name}"
+            assert name in known, f"{each.id} names unknown pitfall {name}"
 
 
 def test_fsdp1_entry_points_that_warn():
@@ -580,7 +571,7 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
     )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     lines = {line.split()[0]: line for line in loaded.stdout.splitlines() if " " in line}
-    section = _flat(
+    section = flat(
         _section("checkpointing", "One .pt file per rank: merging them into one state dict")
     )
     assert (
@@ -604,14 +595,14 @@ def test_the_autograd_gather_the_guide_names_is_what_torch_points_to():
     deprecated in favour of the function the section's example uses."""
     functional = importlib.import_module("torch.distributed.nn.functional")
     funcol = importlib.import_module("torch.distributed._functional_collectives")
-    source = _flat(inspect.getsource(functional.all_gather))
+    source = flat(inspect.getsource(functional.all_gather))
     assert (
         '_deprecated( "all_gather", "torch.distributed._functional_collectives.all_gather_single" )'
         in source
     )
     autograd_variant = inspect.getsource(funcol.all_gather_single_autograd)
     assert "The base all_gather_single now has autograd support" in autograd_variant
-    section = _flat(
+    section = flat(
         _section("process-groups", "A gather that gradients flow through (contrastive losses)")
     )
     assert "torch.distributed._functional_collectives.all_gather_single(x, 0, group)" in section
@@ -671,7 +662,7 @@ def test_grad_scalers_drift_apart_after_uneven_inputs_and_so_do_the_weights(tmp_
         "Passing ``new_scale`` sets the new scale value manually"
         in torch.amp.GradScaler.update.__doc__
     )
-    cause = _flat(knowledge.pitfall("grad-scaler-scale-differs-across-ranks").cause)
+    cause = flat(knowledge.pitfall("grad-scaler-scale-differs-across-ranks").cause)
     assert "scales of 8192 and 32768" in cause
 
 
@@ -680,7 +671,7 @@ def test_ddp_refuses_device_ids_for_a_module_on_several_devices_or_the_cpu():
     symptom names (the CPU case is reproduced in repro_errors.py)."""
     from torch.nn.parallel import distributed
 
-    source = _flat(inspect.getsource(distributed.DistributedDataParallel.__init__))
+    source = flat(inspect.getsource(distributed.DistributedDataParallel.__init__))
     assert (
         'or self.device_type == "cpu" or self.is_multi_device_module ): if device_ids or output_device:'
         in source
@@ -698,7 +689,7 @@ def test_ddp_copies_rank_0s_weights_unless_init_sync_is_off():
     assert inspect.signature(DistributedDataParallel.__init__).parameters["init_sync"].default
     source = inspect.getsource(DistributedDataParallel.__init__)
     assert "if init_sync:" in source and "_sync_module_states(" in source
-    assert "(`init_sync=True`, the default in torch 2.13)" in _flat(
+    assert "(`init_sync=True`, the default in torch 2.13)" in flat(
         _section("migrate-ddp-to-fsdp", SEEDS)
     )
 
@@ -721,7 +712,7 @@ def test_the_seed_section_names_what_peft_and_the_trainer_seed():
     assert seed.default == 42
     assert inspect.signature(set_seed).parameters["device_specific"].default is False
     assert "seed += AcceleratorState().process_index" in inspect.getsource(set_seed)
-    text = _flat(_section("migrate-ddp-to-fsdp", SEEDS))
+    text = flat(_section("migrate-ddp-to-fsdp", SEEDS))
     assert "(`seed` defaults to 42)" in text and "`set_seed(seed, device_specific=True)`" in text
 
 
@@ -732,7 +723,7 @@ def test_all_gather_into_tensor_is_deprecated_for_all_gather_single():
     source = inspect.getsource(dist.all_gather_into_tensor)
     assert "Please use `torch.distributed.all_gather_single` instead." in source
     assert "FutureWarning" in source
-    fix = _flat(knowledge.pitfall("gloo-all-gather-uneven-sizes").fix)
+    fix = flat(knowledge.pitfall("gloo-all-gather-uneven-sizes").fix)
     assert "Give `all_gather_single` (`all_gather_into_tensor` in older releases)" in fix
 
 
@@ -744,7 +735,7 @@ def test_rowwise_parallel_expects_split_features_unless_told_otherwise():
     rowwise, colwise = RowwiseParallel(), ColwiseParallel()
     assert rowwise.input_layouts == (Shard(-1),) and rowwise.output_layouts == (Replicate(),)
     assert colwise.input_layouts == (Replicate(),) and colwise.output_layouts == (Shard(-1),)
-    text = _flat(
+    text = flat(
         _section(
             "tensor-parallel",
             "nn.Embedding: RowwiseParallel splits the vocabulary, ColwiseParallel the features",

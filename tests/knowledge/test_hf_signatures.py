@@ -16,6 +16,7 @@ import pytest
 
 from fsdp_skill import knowledge
 from tests.distributed import run_ranks
+from tests.knowledge.texts import flat
 from tests.signatures import recognises
 
 pytest.importorskip("accelerate")
@@ -119,7 +120,7 @@ def test_peft_loads_adapters_frozen_unless_told_to_train():
     load = inspect.signature(peft.PeftModel.from_pretrained).parameters
     assert load["is_trainable"].default is False
     pitfall = knowledge.pitfall("ddp-module-without-trainable-parameters")
-    assert f"defaults to `False` (peft {_release(peft)})" in " ".join(pitfall.cause.split())
+    assert f"defaults to `False` (peft {_release(peft)})" in flat(pitfall.cause)
 
 
 def test_accelerate_prepares_an_fsdp2_model_only_with_its_optimizer():
@@ -136,7 +137,7 @@ def test_accelerate_prepares_an_fsdp2_model_only_with_its_optimizer():
     evaluation = inspect.getsource(Trainer.evaluation_loop)
     assert "if len(self.accelerator._models) == 0 and model is self.model:" in evaluation
     assert "self.accelerator.prepare(model)" in evaluation
-    cause = " ".join(knowledge.pitfall("accelerate-fsdp2-prepare-model-alone").cause.split())
+    cause = flat(knowledge.pitfall("accelerate-fsdp2-prepare-model-alone").cause)
     assert f"(transformers {_release(transformers)}, accelerate {_release(accelerate)})" in cause
 
 
@@ -154,5 +155,5 @@ def test_the_version_skew_pitfall_names_what_is_installed():
     assert "activation_checkpointing" in fields
     assert not hasattr(FullyShardedDataParallelPlugin, "save_model")
     assert callable(accelerate.utils.save_fsdp_model)
-    fix = " ".join(knowledge.pitfall("hf-accelerate-version-skew").fix.split())
+    fix = flat(knowledge.pitfall("hf-accelerate-version-skew").fix)
     assert f"({ACCELERATE_MIN_VERSION} for transformers {_release(transformers)})" in fix

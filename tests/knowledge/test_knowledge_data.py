@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill import knowledge, markdown
+from tests.knowledge.texts import flat
 
 # Spec topic -> the guide that covers it (ids are stable: SKILL.md and search link to them).
 TOPIC_GUIDES = {
@@ -64,10 +65,6 @@ ENV = {v.name: v for v in knowledge.env_vars()}
 
 def _guide(guide_id: str) -> str:
     return " ".join(GUIDES[guide_id].body.split())  # one line: facts may wrap
-
-
-def _flat(text: str | None) -> str:
-    return " ".join((text or "").split())
 
 
 # --- completeness --------------------------------------------------------------------------
@@ -148,7 +145,7 @@ def test_default_timeouts_match_torch():
     from torch.distributed.constants import default_pg_timeout
 
     assert default_pg_timeout == timedelta(minutes=30)
-    doc = _flat(dist.init_process_group.__doc__)
+    doc = flat(dist.init_process_group.__doc__)
     assert "10 minutes for NCCL and 30 minutes for other backends" in doc
     text = _guide("process-groups")
     assert "NCCL: 10 minutes" in text and "the others: 30 minutes" in text
@@ -158,7 +155,7 @@ def test_device_id_eager_init_matches_docstring():
     import torch.distributed as dist
 
     assert "device_id" in inspect.signature(dist.init_process_group).parameters
-    doc = _flat(dist.init_process_group.__doc__)
+    doc = flat(dist.init_process_group.__doc__)
     assert "immediately formed" in doc and "only under NCCL" in doc
     text = _guide("process-groups")
     assert "the communicator is created inside `init_process_group`" in text
@@ -173,7 +170,7 @@ def test_thread_safety_rule_is_stated():
 def test_mesh_shape_rule_matches_docstring():
     from torch.distributed.device_mesh import init_device_mesh
 
-    doc = _flat(init_device_mesh.__doc__)
+    doc = flat(init_device_mesh.__doc__)
     assert "identical across all ranks" in doc and "hanging" in doc
     text = _guide("device-mesh")
     assert "must pass the same `mesh_shape`" in text and "hangs" in text
@@ -182,7 +179,7 @@ def test_mesh_shape_rule_matches_docstring():
 def test_join_rules_match_docstrings():
     from torch.distributed.algorithms.join import Join
 
-    doc = _flat(Join.__doc__)
+    doc = flat(Join.__doc__)
     assert "notify_join_context()" in doc and "before its own per- iteration" in doc
     assert "all ``process_group`` attributes in the :class:`JoinHook` objects are the same" in doc
     text = _guide("uneven-inputs")
@@ -209,7 +206,7 @@ def test_new_group_rules_match_docstring():
 
     params = inspect.signature(dist.new_group).parameters
     assert "use_local_synchronization" in params and "device_id" in params
-    doc = _flat(dist.new_group.__doc__)
+    doc = flat(dist.new_group.__doc__)
     assert "even if they are not going to be members of the group" in doc
     assert "created in the same order in all processes" in doc
     text = _guide("subgroups")
@@ -228,9 +225,9 @@ def test_backend_rule_of_thumb_is_stated():
 
 
 def test_interface_and_socket_variables_say_what_the_docs_say():
-    gloo = _flat(ENV["GLOO_SOCKET_IFNAME"].what)
+    gloo = flat(ENV["GLOO_SOCKET_IFNAME"].what)
     assert "round-robin" in gloo and "same number of interfaces" in gloo
-    subsys = _flat(ENV["NCCL_DEBUG_SUBSYS"].values)
+    subsys = flat(ENV["NCCL_DEBUG_SUBSYS"].values)
     assert "COLL" in subsys and "GRAPH" in subsys
     for name in ("NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"):
         assert "64" in ENV[name].what, name
@@ -256,7 +253,7 @@ def test_tuning_defaults_match_torch():
     assert fsdp1["limit_all_gathers"].default is True
     assert fsdp1["forward_prefetch"].default is False
     assert inspect.signature(fully_shard).parameters["reshard_after_forward"].default is None
-    assert "a default size of 25 MiB" in _flat(DDP.__doc__)
+    assert "a default size of 25 MiB" in flat(DDP.__doc__)
     text = _guide("performance")
     assert "(default 25 MiB)" in text and "`None` (2.13 default)" in text
     assert "backward_prefetch=BackwardPrefetch.BACKWARD_PRE)` (the default)" in text

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from fsdp_skill import knowledge
 from tests.distributed import free_port, kill_tree, quiet_env, run_ranks
+from tests.knowledge.texts import flat, guide, section
 from tests.signatures import recognises
 
 # torch.distributed.rendezvous is also a function's name there: take the module itself
@@ -257,7 +258,7 @@ def test_accelerate_refuses_a_busy_port_only_on_several_machines():
     assert "standalone-like mode" in source
     assert "Tried to launch distributed communication on port" in source
     assert "if args.main_process_port == 0:" in source  # 0 asks for any free port
-    fix = " ".join(knowledge.pitfall("address-in-use").fix.split())
+    fix = flat(knowledge.pitfall("address-in-use").fix)
     assert "`ConnectionError: Tried to launch distributed communication on port ...`" in fix
 
 
@@ -317,7 +318,7 @@ def test_nproc_per_node_takes_a_count_or_one_of_the_words_the_pitfall_names():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="^Cuda is not available.$"):
             determine_local_world_size("gpu")
-    cause = " ".join(knowledge.pitfall("torchrun-nproc-per-node-value").cause.split())
+    cause = flat(knowledge.pitfall("torchrun-nproc-per-node-value").cause)
     assert "one of the words `cpu`, `gpu`, `xpu` and `auto`" in cause
     assert "`gpu` fails instead with `ValueError: Cuda is not available.`" in cause
 
@@ -347,7 +348,7 @@ def test_a_rank_waiting_for_the_main_process_fails_at_the_groups_timeout(tmp_pat
     assert "rank 1: " in result.stdout, result.stdout + result.stderr[-2000:]
     assert "Timed out waiting 3000ms for recv operation to complete" in result.stdout
     assert "rank 1: released" not in result.stdout
-    cause = " ".join(knowledge.pitfall("main-process-first-timeout").cause.split())
+    cause = flat(knowledge.pitfall("main-process-first-timeout").cause)
     assert "Reproduced with Gloo and a 3-second timeout" in cause
 
 
@@ -368,3 +369,76 @@ def test_main_process_first_is_a_pair_of_barriers_in_transformers_and_accelerate
     fields = {f.name: f.default for f in dataclasses.fields(TrainingArguments)}
     assert fields["ddp_timeout"] == 1800
     assert "timeout" in {f.name for f in dataclasses.fields(InitProcessGroupKwargs)}
+
+
+def _deepspeed_launch(monkeypatch, tmp_path, *flags: str):
+    """accelerate launch's DeepSpeed command and arguments for two machines of 8 GPUs."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # no user config file behind the defaults
+    args = launch_command_parser().parse_args(
+        ["--use_deepspeed", "--zero_stage", "3", "--num_machines", "2", "--machine_rank", "0",
+         "--num_processes", "16", "--main_process_ip", "10.0.0.1", "--main_process_port",
+         "29500", "--deepspeed_hostfile", "hostfile", "--mixed_precision", "no", *flags,
+         "train.py"]
+    )  # fmt: skip
+    args = _validate_launch_command(args)[0]
+    args.deepspeed_fields_from_accelerate_config = []  # what launch_command sets from a file
+    command, _ = prepare_deepspeed_cmd_env(args)
+    return command, args
+
+
+def test_accelerate_deepspeed_on_several_machines_is_one_hostfile_command_or_torchrun_on_each(
+    monkeypatch, tmp_path
+):
+    """multi-node-launch, DeepSpeed's hostfile: by default Accelerate runs DeepSpeed's own
+    launcher from machine 0 over pdsh; with the standard launcher, torchrun on each machine."""
+    pytest.importorskip("accelerate")
+    from accelerate.utils.constants import DEEPSPEED_MULTINODE_LAUNCHERS
+
+    command, _ = _deepspeed_launch(monkeypatch, tmp_path)
+    assert command == [
+        "deepspeed", "--hostfile", "hostfile", "--no_local_rank", "--launcher", "pdsh",
+        "--num_gpus", "8", "--master_addr", "10.0.0.1", "--master_port", "29500", "train.py",
+    ]  # fmt: skip
+    assert DEEPSPEED_MULTINODE_LAUNCHERS[:2] == ["pdsh", "standard"]
+    command, args = _deepspeed_launch(
+        monkeypatch, tmp_path, "--deepspeed_multinode_launcher", "standard"
+    )
+    assert command is None
+    assert (args.nproc_per_node, args.nnodes, args.node_rank) == ("8", "2", 0)
+    text = section("multi-node-launch", "DeepSpeed's hostfile")
+    assert (
+        "`deepspeed --hostfile <deepspeed_hostfile> --no_local_rank --launcher pdsh "
+        "--num_gpus <per machine> --master_addr <main_process_ip> ...`"
+    ) in text
+    assert "With `deepspeed_multinode_launcher: standard` it launches like every other mode" in text
+
+
+def test_the_deepspeed_to_fsdp_table_names_real_accelerate_options():
+    """accelerate-fsdp, 'From a DeepSpeed config': every DeepSpeed key of the table is an
+    option of accelerate launch's DeepSpeed group, every FSDP key a mined fsdp_config key, and
+    the facts the notes give hold in the installed torch."""
+    pytest.importorskip("accelerate")
+    from accelerate.commands.launch import launch_command_parser
+    from torch.distributed.fsdp import CPUOffloadPolicy
+    from torch.distributed.optim import ZeroRedundancyOptimizer  # noqa: F401 (ZeRO-1's row)
+
+    group = next(
+        g for g in launch_command_parser()._action_groups if g.title == "DeepSpeed Arguments"
+    )
+    deepspeed_options = {a.option_strings[0].lstrip("-") for a in group._group_actions}
+    fsdp_keys = {row["key"] for row in knowledge.hf_fsdp_keys()["accelerate_config"]}
+    body = guide("accelerate-fsdp").body
+    start = body.index("| `deepspeed_config:` | `fsdp_config:` |")
+    rows = [line for line in body[start:].splitlines()[2:] if line.startswith("|")]
+    assert len(rows) == 8
+    for row in rows:
+        left, right = row.split(" | ")[:2]
+        for key in re.findall(r"`(\w+)(?::[^`]*)?`", left):
+            assert key in deepspeed_options, f"{key}: not an accelerate DeepSpeed option"
+        for key in re.findall(r"`(fsdp_\w+)(?::[^`]*)?`", right):
+            assert key in fsdp_keys, f"{key}: not an fsdp_config key"
+    assert "the optimizer step runs on CPU" in flat(CPUOffloadPolicy.__doc__)
+    assert "mixed_precision" in knowledge.hf_fsdp_keys()["accelerate_file"]["top_level_keys"]

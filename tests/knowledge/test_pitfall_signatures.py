@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill import knowledge
+from tests.knowledge.texts import flat, guide
 from tests.signatures import recognises
 
 HERE = Path(__file__).parent
@@ -97,8 +98,7 @@ def test_the_seed_section_quotes_fsdp1s_refusal_to_sync_cpu_modules(messages):
     quoted = "ValueError: The module has CPU parameters or buffers when sync_module_states=True, "
     quoted += "which requires them to be on GPU."
     assert message.startswith(quoted), message
-    guide = next(g for g in knowledge.guides() if g.id == "migrate-ddp-to-fsdp")
-    body = " ".join(guide.body.split())
+    body = flat(guide("migrate-ddp-to-fsdp").body)
     assert quoted in body
 
 
