@@ -137,26 +137,60 @@ def async_save_without_cpu_backend() -> str | None:
     )
 
 
-def hsdp_all_reduces_per_backward() -> dict:
-    """hsdp: one all-reduce across replicas per FSDP parameter group, in every backward."""
-    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
-    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)])
+COLLECTIVES = ("all_gather_single", "reduce_scatter_single", "all_reduce")
+"""The c10d calls FSDP2 makes: all-gather and reduce-scatter within a shard group, all-reduce
+across replicas."""
+
+
+def _collective_calls(run: Callable[[], object]) -> dict[str, int]:
+    """How often ``run`` calls each of ``COLLECTIVES`` (FSDP2 calls them through ``dist``)."""
+    calls = dict.fromkeys(COLLECTIVES, 0)
+    originals = {name: getattr(dist, name) for name in COLLECTIVES}
+
+    def counting(name: str) -> Callable:
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    for name in COLLECTIVES:
+        setattr(dist, name, counting(name))
+    try:
+        run()
+    finally:
+        for name, original in originals.items():
+            setattr(dist, name, original)
+    return calls
+
+
+def _step_on_mesh(mesh: DeviceMesh, blocks: int) -> Callable[[], None]:
+    """One forward and backward of ``blocks`` sharded blocks under a root with no parameter."""
+    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(blocks)])
     for block in model:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)  # owns no parameter of its own: no group, no reduction
-    calls = []
-    original = dist.all_reduce
+    return lambda: model(torch.randn(2, 4)).sum().backward()
 
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
 
-    dist.all_reduce = counting
-    try:
-        model(torch.randn(2, 4)).sum().backward()
-    finally:
-        dist.all_reduce = original
-    return {"groups_with_parameters": 3, "all_reduces": len(calls)}
+def hsdp_all_reduces_per_backward() -> dict:
+    """hsdp: one all-reduce across replicas per FSDP parameter group, in every backward."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    calls = _collective_calls(_step_on_mesh(mesh, 3))
+    return {"groups_with_parameters": 3, "all_reduces": calls["all_reduce"]}
+
+
+def collectives_with_a_dimension_of_one() -> dict:
+    """hsdp, 'A mesh dimension of size 1': what two sharded blocks issue in one forward and
+    backward on a (world, 1) mesh, a (1, world) mesh and a one-rank slice of a mesh."""
+    world = dist.get_world_size()
+    replicas = init_device_mesh("cpu", (world, 1), mesh_dim_names=("replicate", "shard"))
+    shards = init_device_mesh("cpu", (1, world), mesh_dim_names=("replicate", "shard"))
+    return {
+        "replicate_only": _collective_calls(_step_on_mesh(replicas, 2)),
+        "shard_only": _collective_calls(_step_on_mesh(shards, 2)),
+        "one_rank": _collective_calls(_step_on_mesh(replicas["shard"], 2)),
+    }
 
 
 def grad_scaler_with_fsdp2() -> dict:
@@ -381,6 +415,7 @@ CASES: dict[str, Callable[[], object]] = {
     "wrappers_after_fully_shard": wrappers_after_fully_shard,
     "frozen_model_shards": frozen_model_shards,
     "ddp_two_forwards_one_backward": ddp_two_forwards_one_backward,
+    "collectives_with_a_dimension_of_one": collectives_with_a_dimension_of_one,
 }
 
 

@@ -18,7 +18,7 @@ import pytest
 from fsdp_skill import knowledge
 from fsdp_skill.bundle_files import BUNDLE_DIR
 from tests.distributed import run_ranks
-from tests.knowledge.texts import flat
+from tests.knowledge.texts import flat, section
 from tests.signatures import recognises
 
 torch = pytest.importorskip("torch")
@@ -132,6 +132,23 @@ def test_hsdp_all_reduces_once_per_group(observed):
     text = _guide("hsdp")
     assert "one all-reduce per FSDP parameter group in every backward" in text
     assert "only one all-reduce of the already-sharded gradients runs per step" not in text
+
+
+@pytest.mark.slow
+def test_a_mesh_dimension_of_one_skips_its_collectives(observed):
+    """hsdp, 'A mesh dimension of size 1': the table's counts, from four Gloo ranks."""
+    calls = observed["collectives_with_a_dimension_of_one"]
+
+    def row(counts: dict) -> tuple[int, int, int]:
+        return counts["all_gather_single"], counts["reduce_scatter_single"], counts["all_reduce"]
+
+    assert row(calls["shard_only"]) == (4, 2, 2)
+    assert row(calls["replicate_only"]) == (0, 0, 2)
+    assert row(calls["one_rank"]) == (0, 0, 0)
+    table = section("hsdp", "A mesh dimension of size 1")
+    assert "| `(1, 4)`: plain FSDP over 4 | 4 | 2 | 2 (over a replica group of one rank) |" in table
+    assert "| `(4, 1)`: replicas only | 0 | 0 | 2, one per parameter group |" in table
+    assert "| one rank (one GPU, or a one-rank slice of a mesh) | 0 | 0 | 0 |" in table
 
 
 @pytest.mark.slow
