@@ -270,6 +270,7 @@ from torch.distributed.fsdp import fully_shard
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=10))
 rank, own_group, on_some_ranks = dist.get_rank(), sys.argv[1] == "own", sys.argv[2] == "some"
+reduce_unused = sys.argv[3:] == ["reduce-unused"]
 
 
 class Branched(nn.Module):
@@ -286,6 +287,8 @@ model = Branched()
 if own_group:
     fully_shard(model.b)
 fully_shard(model)
+if reduce_unused:
+    model.set_reduce_scatter_unused_params(True)  # zeros for what this rank did not use
 for step in range(2):
     use_b = on_some_ranks and rank == 0  # otherwise no rank runs b
     model(torch.randn(2, 4), use_b).sum().backward()
@@ -310,6 +313,32 @@ def test_a_module_no_rank_runs_gets_no_gradient_and_one_some_ranks_run_fails(gro
     assert everywhere.stdout.count("B_GRAD None") == 2
     some = run_ranks(script, 2, args=[group, "some"], timeout=120, cwd=tmp_path)
     assert some.returncode != 0 and "B_GRAD" not in some.stdout, some.stdout[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("group", "trains"), [("parent", True), ("own", False)])
+def test_reduce_scatter_unused_params_saves_a_branch_only_inside_a_group_every_rank_runs(
+    group, trains, tmp_path
+):
+    """fsdp-branch-on-some-ranks: torch 2.13's set_reduce_scatter_unused_params(True) lets one
+    rank use a module the other skips when its parameters are in the parent's group; a
+    module sharded as its own group still fails (its all-gather runs on one rank only)."""
+    from tests.distributed import run_ranks
+
+    assert "Similar to DDP's ``find_unused_parameters``" in flat(
+        fsdp.FSDPModule.set_reduce_scatter_unused_params.__doc__
+    )
+    script = tmp_path / "branch.py"
+    script.write_text(BRANCH, encoding="utf-8")
+    run = run_ranks(script, 2, args=[group, "some", "reduce-unused"], timeout=120, cwd=tmp_path)
+    if trains:
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert run.stdout.count("B_GRAD") == 2 and "B_GRAD None" not in run.stdout
+    else:
+        assert run.returncode != 0 and "B_GRAD" not in run.stdout, run.stdout[-2000:]
+    fix = flat(knowledge.pitfall("fsdp-branch-on-some-ranks").fix)
+    assert "`model.set_reduce_scatter_unused_params(True)` on the root" in fix
+    assert "A branch sharded as its own group still hangs" in fix
 
 
 def test_fully_shard_offloads_only_for_a_cpu_offload_policy_and_fsdp1s_mp_casts_no_inputs():
