@@ -140,3 +140,22 @@ def test_the_trainer_averages_the_loss_over_every_processs_label_tokens():
     assert "self.accelerator.gather(num_items_in_batch.to(device)).sum()" in counting
     loss = inspect.getsource(transformers.Trainer.compute_loss)
     assert "loss_scale = self.accelerator.num_processes" in loss and "loss *= loss_scale" in loss
+
+
+def test_the_trainer_refuses_save_only_model_with_sharded_fsdp_checkpoints_or_the_best_model():
+    """trainer-fsdp, 'save_only_model under FSDP': the two refusals the section quotes, and
+    the conditions that raise them, in the installed transformers."""
+    from tests.knowledge.texts import section
+
+    source = inspect.getsource(transformers.Trainer.create_accelerator_and_postprocess)
+    sharded = (
+        "save_only_model option is not compatible with FSDP state dict type 'SHARDED_STATE_DICT'"
+    )
+    best = "can't be used with `save_only_model` along with `load_best_model_at_end`."
+    assert sharded in source and best in source
+    assert '"SHARDED_STATE_DICT" in str(self.accelerator.state.fsdp_plugin.state_dict_type)' in (
+        source
+    )
+    assert 'wrapper = "DeepSpeed" if self.is_deepspeed_enabled else "FSDP"' in source
+    text = section("trainer-fsdp", "save_only_model under FSDP")
+    assert f'"{sharded}"' in text and f'"FSDP {best}"' in text
