@@ -396,6 +396,36 @@ def ddp_two_forwards_one_backward() -> dict:
     return {"error": error, "no_sync_then_sync_is_the_summed_loss": same}
 
 
+def dcp_plain_tensor_per_rank() -> dict:
+    """dcp-plain-tensor-saved-once: what each rank loads back of its rank number saved as a
+    plain tensor under one key, under a key of its own, and as its shard of one DTensor."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (world,))
+    mine = torch.full((2,), float(rank))
+    holder = [tempfile.mkdtemp() if rank == 0 else None]
+    dist.broadcast_object_list(holder, src=0)
+    saved = {
+        "plain": mine,
+        f"own/{rank}": mine,
+        "sharded": DTensor.from_local(mine, mesh, [Shard(0)]),
+    }
+    dcp.save(saved, checkpoint_id=holder[0])
+    loaded = {
+        "plain": torch.zeros(2),
+        f"own/{rank}": torch.zeros(2),
+        "sharded": DTensor.from_local(torch.zeros(2), mesh, [Shard(0)]),
+    }
+    dcp.load(loaded, checkpoint_id=holder[0])
+    values = {
+        "plain": loaded["plain"][0].item(),
+        "own": loaded[f"own/{rank}"][0].item(),
+        "sharded": loaded["sharded"].to_local()[0].item(),
+    }
+    every = [None] * world
+    dist.all_gather_object(every, values)
+    return {kind: sorted({v[kind] for v in every}) for kind in values}
+
+
 CASES: dict[str, Callable[[], object]] = {
     "gloo_all_to_all": gloo_all_to_all,
     "mesh_slicing": mesh_slicing,
@@ -416,6 +446,7 @@ CASES: dict[str, Callable[[], object]] = {
     "frozen_model_shards": frozen_model_shards,
     "ddp_two_forwards_one_backward": ddp_two_forwards_one_backward,
     "collectives_with_a_dimension_of_one": collectives_with_a_dimension_of_one,
+    "dcp_plain_tensor_per_rank": dcp_plain_tensor_per_rank,
 }
 
 

@@ -152,6 +152,23 @@ def test_a_mesh_dimension_of_one_skips_its_collectives(observed):
 
 
 @pytest.mark.slow
+def test_dcp_keeps_one_copy_of_a_plain_tensor_every_rank_saves(observed):
+    """dcp-plain-tensor-saved-once: four ranks save their rank number; under one plain key
+    all load one value back, under keys of their own or as a DTensor's shards each its own."""
+    loaded = observed["dcp_plain_tensor_per_rank"]
+    assert len(loaded["plain"]) == 1
+    assert loaded["own"] == loaded["sharded"] == [0.0, 1.0, 2.0, 3.0]
+    from torch.distributed.checkpoint._dedup_save_plans import dedup_save_plans
+
+    assert "only the smallest SavePlan in terms of planned storage keeps the entry" in flat(
+        dedup_save_plans.__doc__
+    )
+    cause = flat(knowledge.pitfall("dcp-plain-tensor-saved-once").cause)
+    assert "each rank saved its rank number under one key, and all four loaded the same" in cause
+    assert "the rank with the least planned storage writes it" in cause
+
+
+@pytest.mark.slow
 def test_plain_grad_scaler_agrees_on_inf_under_fsdp2(observed):
     """mixed-precision, SKILL.md, FSDP006: GradScaler for FSDP2, ShardedGradScaler for FSDP1."""
     scaler = observed["grad_scaler_with_fsdp2"]
