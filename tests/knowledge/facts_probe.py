@@ -9,6 +9,7 @@ behaviour fails there and names the guide to review.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -422,7 +423,9 @@ def dcp_plain_tensor_per_rank() -> dict:
         "sharded": loaded["sharded"].to_local()[0].item(),
     }
     every = [None] * world
-    dist.all_gather_object(every, values)
+    dist.all_gather_object(every, values)  # also: every rank has finished loading
+    if rank == 0:
+        shutil.rmtree(holder[0])
     return {kind: sorted({v[kind] for v in every}) for kind in values}
 
 

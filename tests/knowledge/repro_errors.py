@@ -358,7 +358,7 @@ def buffer_broadcast_after_forward() -> None:
     layer = nn.Linear(4, 4)
     buffer = torch.ones(4)  # a 1-D buffer (BatchNorm's running_mean), saved for backward
     out = layer(torch.ones(2, 4)) * buffer
-    # what DDP's pre-forward buffer sync runs (torch 2.11 and older bump the version counter)
+    # what DDP's pre-forward buffer sync runs; from torch 2.12 DDP keeps the version counter
     dist._broadcast_coalesced(dist.group.WORLD, [buffer], 1 << 20, 0)
     out.sum().backward()
 
