@@ -59,6 +59,13 @@ def test_fsdp_module_methods_in_the_table_exist():
     assert len(names) >= 10, names
     missing = sorted(n for n in names if not callable(getattr(fsdp.FSDPModule, n, None)))
     assert not missing, f"FSDPModule lacks {missing}"
+    own = {n for n, v in vars(fsdp.FSDPModule).items() if not n.startswith("_") and callable(v)}
+    older_name = "set_reduce_scatter_divide_factor"  # named below the table, not in it
+    assert "Use :py:meth:`set_gradient_divide_factor` instead" in flat(
+        getattr(fsdp.FSDPModule, older_name).__doc__
+    )
+    undescribed = sorted(own - names - {older_name})
+    assert not undescribed, f"FSDPModule methods the fsdp2 table does not describe: {undescribed}"
 
 
 def test_mixed_precision_policy_fields_and_defaults():
