@@ -760,7 +760,7 @@ def test_all_gather_into_tensor_is_deprecated_for_all_gather_single():
     assert "Please use `torch.distributed.all_gather_single` instead." in source
     assert "FutureWarning" in source
     fix = flat(knowledge.pitfall("gloo-all-gather-uneven-sizes").fix)
-    assert "Give `all_gather_single` (`all_gather_into_tensor` in older releases)" in fix
+    assert "Give `all_gather_single` (`all_gather_into_tensor` before torch 2.13)" in fix
 
 
 def test_rowwise_parallel_expects_split_features_unless_told_otherwise():

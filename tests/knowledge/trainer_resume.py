@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -79,6 +81,10 @@ def main() -> None:
         json.dump(
             {"seen": model.seen, "max_steps": trainer.state.max_steps, "rates": rates.rates}, f
         )
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
 
 
 if __name__ == "__main__":
