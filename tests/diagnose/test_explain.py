@@ -313,3 +313,43 @@ def test_matching_a_huge_line_stays_fast():
     start = time.perf_counter()
     explain(text)
     assert time.perf_counter() - start < 10
+
+
+BUFFER_INPLACE = (
+    "RuntimeError: one of the variables needed for gradient computation has been modified by an "
+    "inplace operation: [torch.cuda.FloatTensor [768]] is at version 3; expected version 2 "
+    "instead."
+)
+
+
+@pytest.mark.parametrize(
+    ("installed", "noted"), [("2.13.0+cpu", True), ("2.11.0", False), (None, False)]
+)
+def test_a_cause_for_other_torch_releases_carries_a_note(monkeypatch, installed, noted):
+    """A pitfall whose torch range excludes the installed torch (here ``<2.12``) is still
+    named, the text may come from another machine, but with a note saying so."""
+    from fsdp_skill import knowledge
+    from fsdp_skill.diagnose.render import explain_text
+
+    monkeypatch.setattr(knowledge, "installed_torch_version", lambda: installed)
+    match = explain(BUFFER_INPLACE)["matches"][0]
+    assert match["id"] == "ddp-buffer-broadcast-inplace"
+    assert ("version_note" in match) is noted
+    if noted:
+        assert match["version_note"].startswith(
+            f"this cause is for torch <2.12, and the installed torch is {installed}"
+        )
+        assert any(
+            line.startswith("  note: this cause is for torch <2.12")
+            for line in explain_text({**explain(BUFFER_INPLACE)})
+        )
+
+
+def test_a_cause_for_every_release_carries_no_note(monkeypatch):
+    from fsdp_skill import knowledge
+
+    monkeypatch.setattr(knowledge, "installed_torch_version", lambda: "2.13.0")
+    match = explain("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")[
+        "matches"
+    ][0]
+    assert match["id"] == "cuda-oom-under-fsdp" and "version_note" not in match

@@ -88,3 +88,29 @@ def test_a_fact_without_since_says_where_it_was_checked():
     for guide, _, fact in FACTS:
         if not fact.get("since"):
             assert re.search(r"checked|installed", fact["source"]), f"{guide}: {fact['api']}"
+
+
+@pytest.mark.parametrize(
+    ("spec", "version", "allowed"),
+    [
+        (">=2.0", "2.13.0+cpu", True),
+        ("<2.12", "2.13.0", False),
+        ("<2.12", "2.12.1", False),  # the bound's precision: 2.12.x is not below 2.12
+        ("<2.12", "2.11.0", True),
+        (">=1.10", "1.9.1", False),
+        (">=2.4,<2.6", "2.5.1", True),
+        (">=2.4,<2.6", "2.6.0", False),
+        ("", "2.13.0", True),
+        ("any", "2.13.0", True),  # an unreadable clause does not exclude
+    ],
+)
+def test_torch_spec_allows(spec, version, allowed):
+    assert knowledge.torch_spec_allows(spec, version) is allowed
+
+
+def test_every_pitfall_torch_range_is_readable():
+    """explain reads each pitfall's ``torch`` field to tell whether the installed torch is in it."""
+    clause = re.compile(r"^(>=|<=|==|>|<)\s*\d+(\.\d+)*$")
+    for pitfall in knowledge.pitfalls():
+        for part in pitfall.torch.split(","):
+            assert clause.match(part.strip()), f"{pitfall.id}: torch = {pitfall.torch!r}"

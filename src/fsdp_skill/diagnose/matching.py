@@ -63,6 +63,16 @@ def _shown(line: str) -> str:
     return line if len(line) <= MATCHED_CHARS else line[: MATCHED_CHARS - 1] + "…"
 
 
+def _version_note(spec: str, installed: str | None) -> str:
+    """A warning when the installed torch is outside the torch range the pitfall is for."""
+    if not installed or knowledge.torch_spec_allows(spec, installed):
+        return ""
+    return (
+        f"this cause is for torch {spec}, and the installed torch is {installed}: if the text "
+        "comes from this environment, the cause is probably another one"
+    )
+
+
 def explain(text: str) -> dict:
     """Every pitfall whose signature occurs in ``text``, most telling first.
 
@@ -78,6 +88,7 @@ def explain(text: str) -> dict:
     for h in hits:
         h.aftermath = bool(later[h.pitfall.id])
     hits = ranked(hits)
+    installed = knowledge.installed_torch_version() if hits else None
     matches = []
     for h in hits:
         p = knowledge.pitfall_alone(h.pitfall.id)
@@ -102,6 +113,9 @@ def explain(text: str) -> dict:
         detail = later[p.id] or details.detail(p.id, norm)
         if detail:
             match["detail"] = detail
+        note = _version_note(p.torch, installed)
+        if note:
+            match["version_note"] = note
         matches.append(match)
     result: dict = {"matches": matches, "related": [], "searched": None, "hang": None}
     if not matches:

@@ -50,6 +50,8 @@ def explain_text(result: dict) -> list[str]:
         ranks = f" on rank{plural} {_ranks(m['ranks'])}" if m["ranks"] else ""
         lines.append(f"{n}. {m['title']}  [{m['id']}, confidence {m['confidence']}]")
         lines.append(f"  matched (line {m['line']}{ranks}): {m['matched']}")
+        if m.get("version_note"):
+            lines += _wrap("note: ", m["version_note"])
         if m.get("detail"):
             lines += _wrap("detail: ", m["detail"])
         lines += _wrap("cause: ", m["cause"])
