@@ -114,3 +114,21 @@ def test_every_pitfall_torch_range_is_readable():
     for pitfall in knowledge.pitfalls():
         for part in pitfall.torch.split(","):
             assert clause.match(part.strip()), f"{pitfall.id}: torch = {pitfall.torch!r}"
+
+
+def test_the_installed_torch_version_is_read_without_the_metadata_module():
+    """explain asks for the installed torch on its fast path: the version file gives the same
+    answer as the package metadata, without importing importlib.metadata (tens of ms) or torch."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\nfrom fsdp_skill import knowledge\nprint(knowledge.installed_torch_version())\n"
+        "print('importlib.metadata' in sys.modules, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    version, loaded = out.stdout.splitlines()
+    from importlib import metadata
+
+    assert version == metadata.version("torch")
+    assert loaded == "False False"
