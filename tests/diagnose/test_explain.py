@@ -332,7 +332,8 @@ def test_a_cause_for_other_torch_releases_carries_a_note(monkeypatch, installed,
     from fsdp_skill.diagnose.render import explain_text
 
     monkeypatch.setattr(knowledge, "installed_torch_version", lambda: installed)
-    match = explain(BUFFER_INPLACE)["matches"][0]
+    result = explain(BUFFER_INPLACE)
+    match = result["matches"][0]
     assert match["id"] == "ddp-buffer-broadcast-inplace"
     assert ("version_note" in match) is noted
     if noted:
@@ -341,7 +342,7 @@ def test_a_cause_for_other_torch_releases_carries_a_note(monkeypatch, installed,
         )
         assert any(
             line.startswith("  note: this cause is for torch <2.12")
-            for line in explain_text({**explain(BUFFER_INPLACE)})
+            for line in explain_text(result)
         )
 
 

@@ -14,19 +14,11 @@ import warnings
 import pytest
 
 from fsdp_skill import knowledge, markdown
-from tests.knowledge.texts import flat, guide
+from tests.knowledge.texts import flat, guide, section_text
 from tests.signatures import signature_hits
 
 torch = pytest.importorskip("torch")
 fsdp = pytest.importorskip("torch.distributed.fsdp")
-
-
-def _section(guide_id: str, title: str) -> str:
-    """The text of one ``##`` section of a guide."""
-    body = guide(guide_id).body
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", body, re.M | re.S)
-    assert match, f"{guide_id}: no section {title!r}"
-    return match.group(1)
 
 
 def _defaults(func) -> dict:
@@ -46,14 +38,14 @@ def _assert_signatures_match(pitfall_id: str, text: str, every: bool = True) -> 
 def test_fully_shard_reshard_after_forward_defaults_to_none():
     """fsdp2: the table row '`None` (default in 2.13)'."""
     assert _defaults(fsdp.fully_shard)["reshard_after_forward"] is None
-    assert "`None` (default in 2.13)" in _section(
+    assert "`None` (default in 2.13)" in section_text(
         "fsdp2", "reshard_after_forward: True, False, None or an int"
     )
 
 
 def test_fsdp_module_methods_in_the_table_exist():
     """fsdp2: every method the FSDPModule table lists exists on FSDPModule."""
-    table = _section("fsdp2", "FSDPModule methods")
+    table = section_text("fsdp2", "FSDPModule methods")
     first_cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
     names = {name for cell in first_cells for name in re.findall(r"`(\w+)\(", cell)}
     assert len(names) >= 10, names
@@ -126,7 +118,7 @@ def test_all_reduce_sums_by_default_and_dataparallel_gathers_scalar_losses_into_
     gather = flat(inspect.getsource(_functions.Gather.forward)).replace('" "', "")  # joined
     assert "all input tensors were scalars; will instead unsqueeze and return a vector" in gather
     text = flat(
-        _section(
+        section_text(
             "migrate-ddp-to-fsdp",
             "The loss is not the single-GPU loss (n times larger, or off with padding)",
         )
@@ -143,7 +135,7 @@ def test_ddp_sends_bf16_gradients_with_the_compress_hook_the_guide_names():
         "process_group",
         "bucket",
     ]
-    assert "register_comm_hook(None, default_hooks.bf16_compress_hook)" in _section(
+    assert "register_comm_hook(None, default_hooks.bf16_compress_hook)" in section_text(
         "performance", "More GPUs, slower than one: what each step adds"
     )
 
@@ -166,7 +158,7 @@ def test_fully_shard_ignored_params_arrived_in_2_7():
 
 def test_fsdp1_sharding_strategies_in_the_table_exist():
     """fsdp1: every strategy row names a ShardingStrategy member."""
-    table = _section("fsdp1", "Sharding strategies")
+    table = section_text("fsdp1", "Sharding strategies")
     names = set(re.findall(r"^\| `(\w+)`", table, re.M))
     assert names == {
         "FULL_SHARD",
@@ -608,7 +600,7 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     lines = {line.split()[0]: line for line in loaded.stdout.splitlines() if " " in line}
     section = flat(
-        _section("checkpointing", "One .pt file per rank: merging them into one state dict")
+        section_text("checkpointing", "One .pt file per rank: merging them into one state dict")
     )
     assert (
         "``torch.distributed.tensor`` must be imported to load DTensors" in lines["dtensor_plain"]
@@ -639,7 +631,7 @@ def test_the_autograd_gather_the_guide_names_is_what_torch_points_to():
     autograd_variant = inspect.getsource(funcol.all_gather_single_autograd)
     assert "The base all_gather_single now has autograd support" in autograd_variant
     section = flat(
-        _section("process-groups", "A gather that gradients flow through (contrastive losses)")
+        section_text("process-groups", "A gather that gradients flow through (contrastive losses)")
     )
     assert "torch.distributed._functional_collectives.all_gather_single(x, 0, group)" in section
 
@@ -726,7 +718,7 @@ def test_ddp_copies_rank_0s_weights_unless_init_sync_is_off():
     source = inspect.getsource(DistributedDataParallel.__init__)
     assert "if init_sync:" in source and "_sync_module_states(" in source
     assert "(`init_sync=True`, the default in torch 2.13)" in flat(
-        _section("migrate-ddp-to-fsdp", SEEDS)
+        section_text("migrate-ddp-to-fsdp", SEEDS)
     )
 
 
@@ -748,7 +740,7 @@ def test_the_seed_section_names_what_peft_and_the_trainer_seed():
     assert seed.default == 42
     assert inspect.signature(set_seed).parameters["device_specific"].default is False
     assert "seed += AcceleratorState().process_index" in inspect.getsource(set_seed)
-    text = flat(_section("migrate-ddp-to-fsdp", SEEDS))
+    text = flat(section_text("migrate-ddp-to-fsdp", SEEDS))
     assert "(`seed` defaults to 42)" in text and "`set_seed(seed, device_specific=True)`" in text
 
 
@@ -772,7 +764,7 @@ def test_rowwise_parallel_expects_split_features_unless_told_otherwise():
     assert rowwise.input_layouts == (Shard(-1),) and rowwise.output_layouts == (Replicate(),)
     assert colwise.input_layouts == (Replicate(),) and colwise.output_layouts == (Shard(-1),)
     text = flat(
-        _section(
+        section_text(
             "tensor-parallel",
             "nn.Embedding: RowwiseParallel splits the vocabulary, ColwiseParallel the features",
         )

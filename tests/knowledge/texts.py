@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from fsdp_skill import knowledge
 
 
@@ -17,10 +19,14 @@ def guide(guide_id: str) -> knowledge.Guide:
     return found
 
 
+def section_text(guide_id: str, title_start: str) -> str:
+    """The body of the guide's first ``## `` section whose title starts with ``title_start``."""
+    heading = rf"^## {re.escape(title_start)}[^\n]*\n(.*?)(?=^## |\Z)"
+    match = re.search(heading, guide(guide_id).body, re.MULTILINE | re.DOTALL)
+    assert match, f"{guide_id}: no section titled {title_start!r}..."
+    return match.group(1)
+
+
 def section(guide_id: str, title_start: str) -> str:
-    """The flat text of the guide's ``## `` section whose title starts with ``title_start``."""
-    body = guide(guide_id).body
-    for part in body.split("\n## ")[1:]:
-        if part.startswith(title_start):
-            return flat(part)
-    raise AssertionError(f"{guide_id}: no section titled {title_start!r}...")
+    """:func:`section_text`, flat."""
+    return flat(section_text(guide_id, title_start))

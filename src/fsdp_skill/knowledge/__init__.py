@@ -296,30 +296,19 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
-_TORCH_CLAUSE = re.compile(r"^(>=|<=|==|>|<)\s*(\d+(?:\.\d+)*)$")
+_TORCH_CLAUSE = re.compile(r"^(>=|<)\s*(\d+(?:\.\d+)*)$")
 
 
 def torch_spec_allows(spec: str, version: str) -> bool:
     """Whether torch ``version`` lies in a pitfall's ``torch`` range (``">=2.4"``, ``"<2.12"``,
-    clauses joined by commas). An empty spec, or a clause it cannot read, allows any version."""
-    have = version_tuple(version)
-    for clause in filter(None, (c.strip() for c in spec.split(","))):
-        match = _TORCH_CLAUSE.match(clause)
-        if not match:
-            continue
-        op, bound = match.group(1), version_tuple(match.group(2))
-        width = len(bound)  # "<2.12" compares major.minor: 2.12.1 is not below it
-        mine = have[:width]
-        allowed = {
-            ">=": mine >= bound,
-            "<=": mine <= bound,
-            "==": mine == bound,
-            ">": mine > bound,
-            "<": mine < bound,
-        }[op]
-        if not allowed:
-            return False
-    return True
+    or both joined by a comma), as :func:`in_range` compares. An empty spec, or a clause it
+    cannot read, allows any version."""
+    bounds = {">=": "", "<": ""}
+    for clause in spec.split(","):
+        match = _TORCH_CLAUSE.match(clause.strip())
+        if match:
+            bounds[match.group(1)] = match.group(2)
+    return in_range(version, since=bounds[">="], until=bounds["<"])
 
 
 def in_range(version: str, since: str = "", until: str = "") -> bool:

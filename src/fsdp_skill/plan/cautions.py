@@ -13,7 +13,7 @@ import ast
 from collections import defaultdict
 from functools import cache
 
-from fsdp_skill.knowledge import Pitfall, in_range, pitfalls
+from fsdp_skill.knowledge import Pitfall, pitfalls, torch_spec_allows
 from fsdp_skill.lint.nodes import last_name
 
 DEFAULT = "<default>"  # the argument is not passed
@@ -74,8 +74,7 @@ def matching(snippet: str, torch_version: str | None) -> list[Pitfall]:
         features = bad_features(pitfall)
         if not features:
             continue
-        since = pitfall.torch.removeprefix(">=").strip() if pitfall.torch.startswith(">=") else ""
-        if torch_version and since and not in_range(torch_version, since):
+        if torch_version and not torch_spec_allows(pitfall.torch, torch_version):
             continue
         if all(
             name in calls and value in _values(calls[name], keyword)
