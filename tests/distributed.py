@@ -2,7 +2,9 @@
 
 ``run_ranks`` starts a script under ``torchrun --standalone`` (which picks a free port for
 its rendezvous), bounded by a timeout that kills the whole process group, so a program that
-hangs on purpose cannot outlive its test.
+hangs on purpose cannot outlive its test. Each rank runs the script through ``rank_main.py``,
+which leaves without the interpreter's teardown (where torch 2.13's Gloo can abort), unless
+the test is about that exit path.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+RANK_MAIN = Path(__file__).with_name("rank_main.py")
 
 
 def free_port() -> int:
@@ -46,8 +50,12 @@ def run_ranks(
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
     torchrun_args: Sequence[str] = (),
+    interpreter_exit: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``script`` on ``nproc`` ranks under torchrun; stdout and stderr are captured.
+
+    With ``interpreter_exit``, each rank ends through the interpreter's own teardown (atexit
+    handlers, Gloo's threads); otherwise it leaves once the script is done (``rank_main.py``).
 
     On timeout the process group is killed and the CompletedProcess has ``returncode`` -9
     and whatever output had been produced.
@@ -59,6 +67,7 @@ def run_ranks(
         "--standalone",
         f"--nproc_per_node={nproc}",
         *torchrun_args,
+        *(() if interpreter_exit else (str(RANK_MAIN),)),
         str(script),
         *args,
     ]

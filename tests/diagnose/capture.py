@@ -48,7 +48,10 @@ def capture(
     if flight_recorder:
         env["TORCH_FR_BUFFER_SIZE"] = "64"
         env["REPRO_FR_DIR"] = str(folder)
-    result = run_ranks(REPRO, nproc, args=[scenario], timeout=timeout, env=env)
+    # The real exit: what torch writes while a failed job goes down is part of its logs.
+    result = run_ranks(
+        REPRO, nproc, args=[scenario], timeout=timeout, env=env, interpreter_exit=True
+    )
     text = sanitize(result.stdout + result.stderr)
     (folder / "torchrun.log").write_text(text, encoding="utf-8")
     for dump in folder.glob("fr_rank*"):
@@ -115,7 +118,7 @@ _MARKER = re.compile(r"^=== scenario: (\w+)$", re.MULTILINE)
 def capture_batch(timeout: float = 180) -> str:
     """Run every BATCH scenario in one launch; return rank 0's sanitized stdout."""
     env = {"REPRO_TIMEOUT": "4", "REPRO_DEAD_PORT": str(free_port())}
-    result = run_ranks(REPRO, 2, args=["batch"], timeout=timeout, env=env)
+    result = run_ranks(REPRO, 2, args=["batch"], timeout=timeout, env=env, interpreter_exit=True)
     return sanitize(result.stdout)
 
 

@@ -17,21 +17,6 @@ from fsdp_skill.bundle_files import BUNDLE_DIR
 from fsdp_skill.knowledge import RUN_MODES
 from tests.distributed import run_ranks
 
-# Runs the example as __main__, then leaves without the interpreter's teardown: torch 2.13's
-# Gloo process group can abort at exit ("terminate called without an active exception") in
-# about one run in ten, after the program has finished. An exception in the example still
-# exits non-zero with its traceback.
-RUNNER = """\
-import os
-import runpy
-import sys
-
-runpy.run_path(sys.argv[1], run_name="__main__")
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
-"""
-
 
 def _blocks() -> list[tuple[str, markdown.CodeBlock]]:
     found = []
@@ -103,11 +88,9 @@ def test_runnable_block_runs(item, tmp_path: Path):
     world_size = int(block.tags[0].removeprefix("ws="))
     script = tmp_path / "example.py"
     script.write_text(block.code, encoding="utf-8")
-    runner = tmp_path / "run_example.py"
-    runner.write_text(RUNNER, encoding="utf-8")
     # torch announces a public API's deprecation with a FutureWarning: show those, not the rest
     shown = {"PYTHONWARNINGS": "ignore,default::FutureWarning"}
-    result = run_ranks(runner, world_size, args=[str(script)], timeout=180, cwd=tmp_path, env=shown)
+    result = run_ranks(script, world_size, timeout=180, cwd=tmp_path, env=shown)
     assert result.returncode == 0, (
         f"{rel}:{block.line} failed at world size {world_size} (exit {result.returncode})\n"
         f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-6000:]}"

@@ -253,15 +253,12 @@ def test_fsdp1_entry_points_that_warn():
     assert "FutureWarning" in init_source
 
 
-EXIT_AFTER_GLOO = """dist.destroy_process_group()
-sys.stdout.flush()
-os._exit(0)  # torch 2.13's Gloo can abort at interpreter exit (see test_bundle_code_blocks)
-"""
-"""How the two-rank scripts below end."""
+DESTROY_GROUP = "dist.destroy_process_group()\n"
+"""How the two-rank scripts below end (run_ranks leaves without the interpreter's teardown)."""
 
 BRANCH = (
     """
-import datetime, os, sys
+import datetime, sys
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -295,7 +292,7 @@ for step in range(2):
         print("B_GRAD", model.b.weight.grad, flush=True)
     model.zero_grad()
 """
-    + EXIT_AFTER_GLOO
+    + DESTROY_GROUP
 )
 
 
@@ -355,7 +352,6 @@ def test_fully_shard_offloads_only_for_a_cpu_offload_policy_and_fsdp1s_mp_casts_
 
 INFERENCE_FIRST = (
     """
-import os
 import sys
 
 import torch
@@ -385,7 +381,7 @@ try:
 except Exception as exc:
     print("FAILED", type(exc).__name__, exc, flush=True)
 """
-    + EXIT_AFTER_GLOO
+    + DESTROY_GROUP
 )
 
 
@@ -409,8 +405,6 @@ def test_a_first_forward_under_inference_mode_breaks_training(api, tmp_path):
 
 UNFROZEN_LATER = (
     """
-import os
-import sys
 
 import torch
 import torch.distributed as dist
@@ -440,7 +434,7 @@ for case in ("all_frozen", "one_module_frozen", "no_grad", "no_policy"):
     if dist.get_rank() == 0:  # both ranks take the same path; one prints
         print(case, outcome, flush=True)
 """
-    + EXIT_AFTER_GLOO
+    + DESTROY_GROUP
 )
 
 
@@ -516,7 +510,7 @@ def test_fsdp1_refuses_modules_on_several_devices_with_the_pitfalls_messages(mon
 
 PER_RANK_SAVE = (
     """
-import os, sys, warnings
+import warnings
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -541,13 +535,11 @@ dist.all_gather_object(flat, legacy._flat_param.numel())  # of 27 elements
 if rank == 0:  # one writer: the ranks' lines would interleave
     print("FLAT", flat, flush=True)
 """
-    + EXIT_AFTER_GLOO
+    + DESTROY_GROUP
 )
 
 PER_RANK_LOAD = (
     """
-import os
-import sys
 import torch
 
 def attempt(label, load):
@@ -569,7 +561,7 @@ print("pieces", [tuple(s["weight"].to_local().shape) for s in shards])
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 attempt("sharded_other_size", lambda: torch.load("fsdp1_rank_0.pt", weights_only=False))
 """
-    + EXIT_AFTER_GLOO
+    + DESTROY_GROUP
 )
 
 
@@ -583,14 +575,14 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
     import subprocess
     import sys
 
-    from tests.distributed import quiet_env, run_ranks
+    from tests.distributed import RANK_MAIN, quiet_env, run_ranks
 
     (tmp_path / "save.py").write_text(PER_RANK_SAVE, encoding="utf-8")
     saved = run_ranks(tmp_path / "save.py", 2, timeout=120, cwd=tmp_path)
     assert saved.returncode == 0, saved.stderr[-3000:]
     (tmp_path / "load.py").write_text(PER_RANK_LOAD, encoding="utf-8")
     loaded = subprocess.run(
-        [sys.executable, "load.py"],
+        [sys.executable, str(RANK_MAIN), "load.py"],  # one Gloo rank: no teardown either
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -638,7 +630,7 @@ def test_the_autograd_gather_the_guide_names_is_what_torch_points_to():
 
 SCALER_AFTER_JOIN = (
     """
-import os, sys, warnings
+import warnings
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -671,7 +663,7 @@ dist.all_gather(weights, model.module.weight.detach())
 if rank == 0:  # one writer: the ranks' lines would interleave
     print("SCALES", scales, "SAME", torch.equal(weights[0], weights[1]), flush=True)
 """
-    + EXIT_AFTER_GLOO
+    + DESTROY_GROUP
 )
 
 

@@ -119,6 +119,7 @@ def train(
         timeout=TIMEOUT,
         env=env,
         cwd=project,
+        interpreter_exit=True,  # the user's program, exit included, is what is under test
     )
     assert proc.returncode == 0, failure_text(proc.stderr)
     if exit_check:
