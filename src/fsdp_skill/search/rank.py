@@ -48,10 +48,11 @@ _FAILURE = re.compile(
 SETTING_WORDS = frozenset(
     """train training trained gpu gpus multi multiple single card cards model models run
     running runs script code python py main file fine tune tuning finetune finetuning sft
-    pretrain pretraining""".split()
+    pretrain pretraining deepspeed zero2 zero3""".split()
 )
-"""Words that say where a question is asked from (multi-GPU training of a model), not what
-it is about."""
+"""Words that say where a question is asked from (multi-GPU training of a model, under
+DeepSpeed's ZeRO), not what it is about: a hang or an OOM asked about under DeepSpeed is the
+same hang or OOM, and the DeepSpeed-to-FSDP sections took the first place of such questions."""
 
 DOMAIN_WORDS = frozenset(
     "fsdp fsdp1 fsdp2 ddp nccl torch pytorch distributed parallel data node nodes dist".split()
