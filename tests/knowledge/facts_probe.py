@@ -24,9 +24,14 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     apply_activation_checkpointing,
 )
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import (
+    DataParallelMeshDims,
+    MixedPrecisionPolicy,
+    StateDictType,
+    fully_shard,
+)
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp import MixedPrecisionPolicy, StateDictType, fully_shard
-from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 INIT_TIMEOUT = timedelta(seconds=77)
@@ -96,27 +101,70 @@ def clip_mixed_dtensor_and_tensor() -> str | None:
     return _error(lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
 
 
+class _MLP(nn.Module):
+    def __init__(self, norm: bool = True) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(8) if norm else nn.Identity()
+        self.up = nn.Linear(8, 16)
+        self.down = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(self.norm(x))))
+
+
+def _tp_mlp(mesh: DeviceMesh, norm: bool = True) -> _MLP:
+    """An MLP whose two linears are tensor-parallel on ``mesh["tp"]``, as the TP guide shows
+    (its norm, if any, keeps plain parameters)."""
+    model = _MLP(norm)
+    parallelize_module(model, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    return model
+
+
 def clip_across_tp_and_dp_meshes() -> dict:
     """tensor-parallel: with TP + FSDP, gradients live on two meshes; one clip call fails."""
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-
-    class MLP(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.norm = nn.LayerNorm(8)
-            self.up = nn.Linear(8, 16)
-            self.down = nn.Linear(16, 8)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.down(torch.relu(self.up(self.norm(x))))
-
-    model = MLP()
-    parallelize_module(model, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    model = _tp_mlp(mesh)
     fully_shard(model, mesh=mesh["dp"])
     model(torch.randn(2, 8)).sum().backward()
     return {
         "meshes": sorted({p.device_mesh.mesh_dim_names for p in model.parameters()}),
         "clip": _error(lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)),
+    }
+
+
+def fully_shard_on_the_whole_mesh() -> dict:
+    """tensor-parallel: fully_shard given the whole ("dp", "tp") mesh. After TP on
+    ``mesh["tp"]`` it fails, with or without ``dp_mesh_dims``; a model whose parameters are
+    DTensors of the whole mesh (Replicate on dp) is sharded over dp by ``dp_mesh_dims`` and
+    then takes DTensor inputs only."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    dims = DataParallelMeshDims(shard="dp")
+    spmd = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+    for linear, weight, bias in (
+        (spmd[0], Shard(0), Shard(0)),  # column-parallel
+        (spmd[2], Shard(1), Replicate()),  # row-parallel
+    ):
+        linear.weight = nn.Parameter(
+            distribute_tensor(linear.weight.detach(), mesh, [Replicate(), weight])
+        )
+        linear.bias = nn.Parameter(
+            distribute_tensor(linear.bias.detach(), mesh, [Replicate(), bias])
+        )
+    fully_shard(spmd, mesh=mesh, dp_mesh_dims=dims)
+    out = spmd(distribute_tensor(torch.randn(4, 8), mesh, [Shard(0), Replicate()]))
+    out.sum().backward()
+    return {
+        "tp_then_whole_mesh": _error(lambda: fully_shard(_tp_mlp(mesh), mesh=mesh)),
+        "tp_submesh_dp_mesh_dims": _error(
+            lambda: fully_shard(_tp_mlp(mesh, norm=False), mesh=mesh, dp_mesh_dims=dims)
+        ),
+        "tp_then_dp_mesh_dims": _error(
+            lambda: fully_shard(_tp_mlp(mesh), mesh=mesh, dp_mesh_dims=dims)
+        ),
+        "weight": str(spmd[0].weight.placements),
+        "output": str(out.placements),
+        "grad": str(spmd[0].weight.grad.placements),
+        "plain_input": _error(lambda: spmd(torch.randn(4, 8))),
     }
 
 
@@ -436,6 +484,7 @@ CASES: dict[str, Callable[[], object]] = {
     "group_timeouts": group_timeouts,
     "clip_mixed_dtensor_and_tensor": clip_mixed_dtensor_and_tensor,
     "clip_across_tp_and_dp_meshes": clip_across_tp_and_dp_meshes,
+    "fully_shard_on_the_whole_mesh": fully_shard_on_the_whole_mesh,
     "clip_cpu_grads_without_cpu_backend": clip_cpu_grads_without_cpu_backend,
     "async_save_without_cpu_backend": async_save_without_cpu_backend,
     "hsdp_all_reduces_per_backward": hsdp_all_reduces_per_backward,

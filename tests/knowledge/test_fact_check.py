@@ -103,6 +103,22 @@ def test_clip_grad_norm_fails_on_mixed_tensor_kinds_and_on_several_meshes(observ
 
 
 @pytest.mark.slow
+def test_fully_shard_on_the_whole_tp_mesh_and_dp_mesh_dims(observed):
+    """tensor-parallel, "The mesh fully_shard takes": each message and placement it quotes."""
+    seen = observed["fully_shard_on_the_whole_mesh"]
+    text = section("tensor-parallel", "The mesh fully_shard takes")
+    assert seen["tp_then_whole_mesh"].startswith("RuntimeError: Cannot concatenate overlapping")
+    assert f"`{seen['tp_then_whole_mesh']}`" in text
+    for case in ("tp_submesh_dp_mesh_dims", "tp_then_dp_mesh_dims", "plain_input"):
+        message = seen[case].split(": ", 1)[1]
+        quoted = message.split(", need to convert")[0]  # the mixed-input one without its advice
+        assert quoted in text, f"{case}: {message!r}"
+    assert seen["weight"] == seen["grad"] == "(_StridedShard(dim=0, sf=2), Shard(dim=0))"
+    assert f"`{seen['weight']}`, and so does its gradient" in text
+    assert seen["output"] == "(Shard(dim=0), Partial(sum))"
+
+
+@pytest.mark.slow
 def test_cpu_gradients_need_a_cpu_backend_to_clip(observed):
     """cpu-offload and SKILL.md: clip_grad_norm_ on CPU grads of a GPU-only group fails."""
     message = observed["clip_cpu_grads_without_cpu_backend"]

@@ -6,6 +6,7 @@ one, that text needs review.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import re
@@ -14,7 +15,7 @@ import warnings
 import pytest
 
 from fsdp_skill import knowledge, markdown
-from tests.knowledge.texts import flat, guide, section_text
+from tests.knowledge.texts import flat, guide, section, section_text, table_rows
 from tests.signatures import signature_hits
 
 torch = pytest.importorskip("torch")
@@ -43,11 +44,76 @@ def test_fully_shard_reshard_after_forward_defaults_to_none():
     )
 
 
+def test_fully_shard_table_describes_every_argument_with_its_default():
+    """fsdp2, "fully_shard's arguments": one row per parameter of the installed fully_shard,
+    each starting with its default; the quoted signature lists them in order."""
+    text = section_text("fsdp2", "fully_shard's arguments")
+    params = inspect.signature(fsdp.fully_shard).parameters
+    rows = {row[0].strip("`"): row[1] for row in table_rows(text)}
+    assert set(rows) == set(params) - {"module"}, "the table and fully_shard's parameters differ"
+    for name, cell in rows.items():
+        default = re.match(r"`([^`]+)`", cell)
+        assert default, f"{name}: the default cell starts with no code span: {cell!r}"
+        assert eval(default.group(1), vars(fsdp)) == params[name].default, name
+    quoted = re.search(r"`fully_shard\((.*?)\)` in torch 2.13", flat(text))
+    assert quoted, "the section quotes no fully_shard signature"
+    names = [part.split("=")[0].strip() for part in quoted.group(1).split(",")]
+    assert [n for n in names if n != "*"] == list(params)
+
+
+def test_every_public_name_of_torch_distributed_fsdp_is_in_a_guide():
+    """A release that adds a name to torch.distributed.fsdp fails here until a guide explains
+    it (DataParallelMeshDims and share_comm_ctx arrived that way)."""
+    bodies = " ".join(g.body for g in knowledge.guides())
+    missing = sorted(n for n in fsdp.__all__ if not re.search(rf"`[^`]*\b{n}\b[^`]*`", bodies))
+    assert not missing, f"torch.distributed.fsdp names no guide explains: {missing}"
+
+
+def test_share_comm_ctx_and_unshard_handle_do_what_the_fsdp2_page_says():
+    text = section("fsdp2", "fully_shard's arguments")
+    doc = flat(fsdp.share_comm_ctx.__doc__)
+    assert "Share cuda streams for multiple FSDPModules" in doc
+    assert (
+        "each model chunk is a FSDP root" in doc
+        and "all-gather, reduce-scatter, and all-reduce" in doc
+    )
+    assert "pipeline parallelism each model chunk on a rank is a root of its own" in text
+    assert callable(fsdp.UnshardHandle.wait) and "its `wait()` blocks" in text
+    assert set(inspect.signature(fsdp.DataParallelMeshDims).parameters) == {"shard", "replicate"}
+    assert "`DataParallelMeshDims(shard=..., replicate=...)`" in text
+
+
+def test_fsdp1_state_dict_config_table_matches_the_classes():
+    """checkpointing, "FSDP1: state_dict_type": every StateDictType has its row, and each
+    config is written with all its public fields at their installed defaults."""
+    rows = table_rows(section_text("checkpointing", "FSDP1: state_dict_type"))
+    assert {row[0].strip("`") for row in rows} == set(fsdp.StateDictType.__members__)
+    for row in rows:
+        for cell in row[1:]:
+            expr = cell.strip("`")
+            cls = getattr(fsdp, expr.split("(")[0])
+            public = {f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+            assert set(re.findall(r"(\w+)=", expr)) == public, expr
+            assert eval(expr, vars(fsdp)) == cls(), f"{expr}: not the installed defaults"
+    text = section("checkpointing", "FSDP1: state_dict_type")
+    settings = {f.name for f in dataclasses.fields(fsdp.StateDictSettings)}
+    assert settings == {"state_dict_type", "state_dict_config", "optim_state_dict_config"}
+    assert (
+        "`StateDictSettings` (`state_dict_type`, `state_dict_config`, `optim_state_dict_config`)"
+        in text
+    )
+    assert (
+        "settings it replaced" in text
+        and "Returns: A StateDictSettings that include the previous"
+        in flat(fsdp.FullyShardedDataParallel.set_state_dict_type.__doc__)
+    )
+    assert set(fsdp.OptimStateKeyType.__members__) == {"PARAM_ID", "PARAM_NAME"}
+
+
 def test_fsdp_module_methods_in_the_table_exist():
     """fsdp2: every method the FSDPModule table lists exists on FSDPModule."""
-    table = section_text("fsdp2", "FSDPModule methods")
-    first_cells = [row.split("|")[1] for row in table.splitlines() if row.startswith("| `")]
-    names = {name for cell in first_cells for name in re.findall(r"`(\w+)\(", cell)}
+    rows = table_rows(section_text("fsdp2", "FSDPModule methods"))
+    names = {name for row in rows for name in re.findall(r"`(\w+)\(", row[0])}
     assert len(names) >= 10, names
     missing = sorted(n for n in names if not callable(getattr(fsdp.FSDPModule, n, None)))
     assert not missing, f"FSDPModule lacks {missing}"

@@ -30,3 +30,22 @@ def section_text(guide_id: str, title_start: str) -> str:
 def section(guide_id: str, title_start: str) -> str:
     """:func:`section_text`, flat."""
     return flat(section_text(guide_id, title_start))
+
+
+def _is_rule(cells: list[str]) -> bool:
+    return all(cell and set(cell) <= set("-: ") for cell in cells)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The cells of each body row of the Markdown tables in ``text`` (headers and rules left
+    out; a header is the row above a rule)."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.lstrip().startswith("|")
+    ]
+    return [
+        row
+        for i, row in enumerate(rows)
+        if not _is_rule(row) and not (i + 1 < len(rows) and _is_rule(rows[i + 1]))
+    ]
