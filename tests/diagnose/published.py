@@ -10,6 +10,10 @@ name the pitfall for them. The texts are data, kept as posted.
 from __future__ import annotations
 
 PUBLISHED: dict[str, list[str]] = {
+    "barrier-device-ids-on-gloo": [
+        # https://github.com/huawei-noah/Efficient-Computing/issues/90 (Windows, torchrun)
+        "RuntimeError: Function argument device_ids not supported for the selected backend gloo",
+    ],
     "accelerate-fsdp2-prepare-model-alone": [
         # https://github.com/huggingface/transformers/issues/39961 (the issue's title)
         "Calling trainer.evaluate() before trainer.trainer raises `ValueError: When using FSDP2, a "
@@ -264,6 +268,15 @@ PUBLISHED: dict[str, list[str]] = {
 }
 
 NEAR_MISSES: dict[str, list[str]] = {
+    "barrier-device-ids-on-gloo": [
+        # https://github.com/pytorch/pytorch/pull/123866 (NCCL's warning that names device_ids)
+        "ProcessGroupNCCL.cpp:3720] [PG 0 Rank 1]  using GPU 1 to perform barrier as devices used "
+        "by this process are currently unknown. This can potentially cause a hang if this rank to "
+        "GPU mapping is incorrect.Specify device_ids in barrier() to force use of a particular "
+        "device.",
+        # the other check of torch 2.0.1's barrier (its distributed_c10d.py), on the type
+        "RuntimeError: Invalid function argument: device_ids type should be List[int]",
+    ],
     "ddp-buffer-broadcast-inplace": [
         # https://github.com/hustvl/LightningDiT/issues/30 (a 2-D rotary table, compiled)
         "RuntimeError: one of the variables needed for gradient computation has been modified "

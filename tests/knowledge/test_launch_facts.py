@@ -442,3 +442,30 @@ def test_the_deepspeed_to_fsdp_table_names_real_accelerate_options():
             assert key in fsdp_keys, f"{key}: not an fsdp_config key"
     assert "the optimizer step runs on CPU" in flat(CPUOffloadPolicy.__doc__)
     assert "mixed_precision" in knowledge.hf_fsdp_keys()["accelerate_file"]["top_level_keys"]
+
+
+_BARRIER_WITH_DEVICE_IDS = """
+import os
+
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+dist.barrier(device_ids=[int(os.environ["LOCAL_RANK"])])
+print(f"rank {dist.get_rank()}: passed", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_a_gloo_barrier_takes_device_ids(tmp_path):
+    """barrier-device-ids-on-gloo: the installed torch has no backend check on device_ids (2.0
+    had one), takes the first id as the barrier's device, and runs the barrier on Gloo."""
+    source = inspect.getsource(dist.barrier)
+    assert "not supported for the selected backend" not in source
+    assert "opts.device = torch.device(device.type, device_ids[0])" in source
+    script = tmp_path / "barrier.py"
+    script.write_text(_BARRIER_WITH_DEVICE_IDS, encoding="utf-8")
+    result = run_ranks(script, 2, timeout=90, env=quiet_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "rank 0: passed" in result.stdout and "rank 1: passed" in result.stdout
+    cause = flat(knowledge.pitfall("barrier-device-ids-on-gloo").cause)
+    assert "uses its first entry as the barrier's device, and the installed torch 2.13" in cause
