@@ -828,3 +828,87 @@ def test_rowwise_parallel_expects_split_features_unless_told_otherwise():
         )
     )
     assert "Its default input layout, `Shard(-1)`, is made for a Linear layer" in text
+
+
+RESUME = (
+    """
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.nn as nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.fsdp import fully_shard
+
+mode, folder = sys.argv[1], sys.argv[2]  # "full" saves after 3 steps; the others resume there
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = nn.Sequential(nn.Embedding(10, 8), nn.Dropout(0.5), nn.Linear(8, 10))  # 10 rows
+fully_shard(model)
+optim = torch.optim.AdamW(model.parameters(), lr=0.05)
+sched = torch.optim.lr_scheduler.StepLR(optim, step_size=2, gamma=0.5)
+data = torch.randint(0, 10, (6, world, 12), generator=torch.Generator().manual_seed(1))
+torch.manual_seed(100 + rank)  # each rank's dropout masks
+start = 0
+if mode != "full":
+    model_sd, optim_sd = get_state_dict(model, optim)
+    state = {"model": model_sd, "optim": optim_sd}
+    dcp.load(state, checkpoint_id=folder)
+    set_state_dict(model, optim, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    own = torch.load(f"{folder}/rank{rank}.pt")
+    sched.load_state_dict(own["scheduler"])
+    if mode == "with-rng":
+        torch.set_rng_state(own["rng"])
+    start = 3
+for step in range(start, 6):
+    tokens = data[step, rank]
+    loss = nn.functional.cross_entropy(model(tokens[:-1]), tokens[1:])
+    loss.backward()
+    optim.step()
+    optim.zero_grad()
+    sched.step()
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)
+    if rank == 0:
+        print("LOSS", step, repr(mean.item() / world), flush=True)
+    if mode == "full" and step == 2:
+        model_sd, optim_sd = get_state_dict(model, optim)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=folder)
+        own = {"scheduler": sched.state_dict(), "rng": torch.get_rng_state()}
+        torch.save(own, f"{folder}/rank{rank}.pt")
+rows = [None] * world
+dist.all_gather_object(rows, model[0].weight.to_local().shape[0])
+if rank == 0:
+    print("ROWS", rows, flush=True)
+"""
+    + DESTROY_GROUP
+)
+
+
+@pytest.mark.slow
+def test_a_resume_with_uneven_shards_repeats_the_losses_only_with_each_ranks_rng_state(tmp_path):
+    """checkpointing, "The loss after a resume differs": on four ranks, shards of 3, 3, 3 and
+    1 rows resume to the same losses to the last bit with the RNG states restored, and to
+    others without them."""
+    from tests.distributed import run_ranks
+
+    script, folder = tmp_path / "resume.py", str(tmp_path / "ckpt")
+    script.write_text(RESUME, encoding="utf-8")
+    losses = {}
+    for mode in ("full", "with-rng", "without-rng"):
+        run = run_ranks(script, 4, args=[mode, folder], timeout=180, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "ROWS [3, 3, 3, 1]" in run.stdout
+        found = re.findall(r"^LOSS (\d) (\S+)$", run.stdout, re.MULTILINE)
+        losses[mode] = {int(step): value for step, value in found}
+    after = {step: losses["full"][step] for step in (3, 4, 5)}
+    assert losses["with-rng"] == after
+    assert losses["without-rng"][3] != after[3]
+    text = section("checkpointing", "The loss after a resume differs")
+    assert (
+        "sharded as 3, 3, 3 and 1 rows" in text
+        and "equal the original run's to the last bit" in text
+    )
+    assert "Without the RNG states they differ from the first step after the resume" in text
