@@ -319,6 +319,35 @@ def _spawn_one(child: Callable[[int], None]) -> None:
     mp.spawn(child, nprocs=1)
 
 
+def _debug_on_rank_0_only(index: int, port: int) -> None:
+    from datetime import timedelta
+
+    if index == 0:  # as if the variable were exported on one machine only
+        dist.set_debug_level(dist.DebugLevel.DETAIL)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=index,
+        world_size=2,
+        timeout=timedelta(seconds=4),
+    )
+    if index == 1:
+        import time
+
+        time.sleep(6)  # stays in the job, without a collective, until rank 0 has failed
+
+
+def debug_detail_on_one_rank() -> None:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mp.spawn(_debug_on_rank_0_only, args=(port,), nprocs=2)
+
+
 def fsdp1_sync_module_states_on_cpu() -> None:
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -401,6 +430,7 @@ CASES: dict[str, Callable[[], None]] = {
     "dcp_empty_param_group": dcp_empty_param_group,
     "dtensor_in_collective": dtensor_in_collective,
     "buffer_broadcast_after_forward": buffer_broadcast_after_forward,
+    "debug_detail_on_one_rank": debug_detail_on_one_rank,
 }
 
 

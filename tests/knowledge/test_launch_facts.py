@@ -469,3 +469,19 @@ def test_a_gloo_barrier_takes_device_ids(tmp_path):
     assert "rank 0: passed" in result.stdout and "rank 1: passed" in result.stdout
     cause = flat(knowledge.pitfall("barrier-device-ids-on-gloo").cause)
     assert "uses its first entry as the barrier's device, and the installed torch 2.13" in cause
+
+
+def test_detail_wraps_every_group_with_a_gloo_helper_group():
+    """debug-detail-on-some-ranks and debugging: the checker of DETAIL runs on a Gloo group
+    that each wrapped group creates, which every rank of it must join."""
+    c10d = importlib.import_module("torch.distributed.distributed_c10d")
+    helper = inspect.getsource(c10d._create_process_group_wrapper)
+    assert "helper_pg = ProcessGroupGloo(store, rank, world_size" in helper
+    assert c10d.PG_WRAPPER_STORE_PREFIX == "pg_wrapper"
+    created = inspect.getsource(c10d._new_process_group_helper)
+    assert "get_debug_level() == DebugLevel.DETAIL" in created
+    cause = flat(knowledge.pitfall("debug-detail-on-some-ranks").cause)
+    assert "`_create_process_group_wrapper` in torch 2.13's `distributed_c10d`" in cause
+    assert "a Gloo helper group created beside each process group" in section(
+        "debugging", "TORCH_DISTRIBUTED_DEBUG"
+    )
