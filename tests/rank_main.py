@@ -7,10 +7,10 @@ would fail by chance. The script's own outcome is kept: an exception prints its 
 exits 1, ``sys.exit(code)`` exits with that code, and output is flushed before leaving.
 
 The script's globals stay alive until then, so nothing it built at module level is destroyed.
-Objects local to a function are freed when it returns, and freeing a DDP model or a Trainer
-after ``destroy_process_group`` can hang in Gloo's teardown as well: a script that does its
-work inside ``main()`` ends ``main()`` itself with ``os._exit`` (``facts_probe.py``,
-``trainer_resume.py``).
+Objects local to a function are freed when it returns, before this file can leave, and that
+teardown may block too (the Trainer resume run once timed out after its training, with
+``os._exit`` moved here from its ``main()``): a script that does its work inside ``main()``
+ends ``main()`` itself with ``os._exit`` (``facts_probe.py``, ``trainer_resume.py``).
 
 Usage: ``python rank_main.py SCRIPT [ARG...]`` (the script sees ``sys.argv == [SCRIPT, ARG...]``
 and its own folder first on ``sys.path``, as if it were run directly).
