@@ -575,7 +575,11 @@ async def _serve_stdio(app: Any) -> None:
 
 
 def frame_error(exc: Exception) -> Any:
-    """The JSON-RPC error answering a frame the transport could not read (``exc``)."""
+    """The JSON-RPC error answering a frame the transport could not read (``exc``).
+
+    Its ``id`` is the frame's own when the frame is a JSON object with a valid one (a string
+    or an integer), so that the client can tell which of its requests failed; else ``null``,
+    as JSON-RPC 2.0 asks when the id cannot be read."""
     from mcp.shared.message import SessionMessage
     from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
@@ -587,5 +591,18 @@ def frame_error(exc: Exception) -> Any:
         else (INVALID_REQUEST, "Invalid Request: the frame is not a JSON-RPC 2.0 message")
     )
     return SessionMessage(
-        JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+        JSONRPCError(
+            jsonrpc="2.0", id=_frame_id(errors), error=ErrorData(code=code, message=message)
+        )
     )
+
+
+def _frame_id(errors: list[dict]) -> str | int | None:
+    """The ``id`` of the JSON object a validation error reports on, if it is a valid id."""
+    for error in errors:
+        frame = error.get("input")
+        if isinstance(frame, dict):
+            found = frame.get("id")
+            if isinstance(found, str | int) and not isinstance(found, bool):
+                return found
+    return None

@@ -70,23 +70,34 @@ def server():
 
 
 @pytest.mark.parametrize(
-    ("frame", "code"),
+    ("frame", "code", "frame_id"),
     [
-        (b"not json at all", -32700),
-        (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list"', -32700),  # cut short
-        (b"\xff\xfe\x00garbage", -32700),
-        (b"{" * 100_000, -32700),
-        (b"[1, 2, 3]", -32600),
-        (b'{"jsonrpc": "2.0", "id": 2}', -32600),
-        (b'{"jsonrpc": "1.0", "id": 2, "method": "tools/list"}', -32600),
-        (b"42", -32600),
+        (b"not json at all", -32700, None),
+        (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list"', -32700, None),  # cut short
+        (b"\xff\xfe\x00garbage", -32700, None),
+        (b"{" * 100_000, -32700, None),
+        (b"[1, 2, 3]", -32600, None),
+        (b'{"jsonrpc": "2.0", "id": 2}', -32600, 2),
+        (b'{"jsonrpc": "1.0", "id": "two", "method": "tools/list"}', -32600, "two"),
+        (b'{"jsonrpc": "2.0", "id": true, "method": 5}', -32600, None),  # no valid id to echo
+        (b"42", -32600, None),
     ],
-    ids=["text", "cut", "binary", "deep", "array", "no-method", "old-version", "number"],
+    ids=[
+        "text",
+        "cut",
+        "binary",
+        "deep",
+        "array",
+        "no-method",
+        "old-version",
+        "bool-id",
+        "number",
+    ],
 )
-def test_a_bad_frame_gets_an_error_and_the_server_stays_up(server, frame, code):
+def test_a_bad_frame_gets_an_error_and_the_server_stays_up(server, frame, code, frame_id):
     server.send(frame)
     answer = server.receive()
-    assert answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == frame_id
     assert answer["error"]["code"] == code
     server.send(json.dumps(INITIALIZE).encode())
     assert server.receive()["result"]["serverInfo"]["name"] == "pytorch-fsdp"
