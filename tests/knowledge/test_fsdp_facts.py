@@ -912,3 +912,69 @@ def test_a_resume_with_uneven_shards_repeats_the_losses_only_with_each_ranks_rng
         and "equal the original run's to the last bit" in text
     )
     assert "Without the RNG states they differ from the first step after the resume" in text
+
+
+OWN_PARAMETER = (
+    """
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+dist.init_process_group("gloo")
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Parameter(torch.zeros(6, 8))  # its own parameter, beside its blocks
+        self.blocks = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        x = x + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return x.sum()
+
+
+model = Model()
+for block in model.blocks:
+    fully_shard(block)
+fully_shard(model)
+group = model._get_fsdp_state()._fsdp_param_group
+own = [n for n, p in model.named_parameters() if any(p is f.sharded_param for f in group.fsdp_params)]
+model(torch.randn(6, 8)).backward()
+legacy = FSDP(Model(), auto_wrap_policy=ModuleWrapPolicy({Block}), device_id=torch.device("cpu"))
+if dist.get_rank() == 0:
+    print("FSDP2", own, type(model.pos).__name__, model.pos.placements, type(model.pos.grad).__name__)
+    print("FSDP1", list(legacy._flat_param._fqns), flush=True)
+"""
+    + DESTROY_GROUP
+)
+
+
+@pytest.mark.slow
+def test_a_modules_own_parameter_joins_its_group_in_fsdp2_and_fsdp1(tmp_path):
+    """fsdp2, "Bottom-up wrapping": a bare nn.Parameter of the root beside sharded blocks."""
+    from tests.distributed import run_ranks
+
+    script = tmp_path / "own.py"
+    script.write_text(OWN_PARAMETER, encoding="utf-8")
+    run = run_ranks(script, 2, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "FSDP2 ['pos'] DTensor (Shard(dim=0),) DTensor" in run.stdout
+    assert "FSDP1 ['pos']" in run.stdout
+    text = section("fsdp2", "Bottom-up wrapping")
+    assert "became a `Shard(0)` DTensor of the root's group" in text
+    assert "the root unit's flat parameter held only that parameter" in text
