@@ -4,7 +4,8 @@
 at interpreter exit ("terminate called without an active exception", SIGABRT) in about one
 run in ten, after the program has finished its work: a test that is not about the exit path
 would fail by chance. The script's own outcome is kept: an exception prints its traceback and
-exits 1, ``sys.exit(code)`` exits with that code, and output is flushed before leaving.
+exits 1, ``sys.exit(code)`` exits with that code, and output is flushed before leaving. Each
+line a rank prints is written whole, so lines of two ranks never run into one.
 
 The script's globals stay alive until then, so nothing it built at module level is destroyed.
 Objects local to a function are freed when it returns, before this file can leave, and that
@@ -29,6 +30,10 @@ def _leave(code: int) -> None:
 
 
 def main() -> None:
+    # Ranks share one pipe, and unbuffered output writes a print's text and its newline
+    # apart, so two ranks' lines could run into one; a line goes out in one write instead.
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True, write_through=False)
     script = sys.argv[1]
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(os.path.abspath(script))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.distributed import RANK_MAIN
+from tests.distributed import RANK_MAIN, quiet_env
 
 SCRIPTS = {
     "done": "import sys\nprint(sys.argv[1:], __name__)\n",
@@ -39,3 +40,28 @@ def test_a_failing_script_keeps_its_code_and_message(tmp_path, name, code, stder
     assert stderr in run.stderr
     if name == "raises":
         assert "Traceback (most recent call last)" in run.stderr
+
+
+def test_lines_of_two_unbuffered_ranks_never_run_into_one(tmp_path):
+    """Ranks share one pipe with PYTHONUNBUFFERED set; without whole-line writes, thousands of
+    this run's lines merge with the other rank's."""
+    script = tmp_path / "lines.py"
+    script.write_text(
+        "import sys\nfor i in range(5000):\n    print(sys.argv[1], 'x' * 60, flush=True)\n",
+        encoding="utf-8",
+    )
+    read_end, write_end = os.pipe()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(RANK_MAIN), str(script), f"RANK{rank}"],
+            stdout=write_end,
+            env=quiet_env(),
+        )
+        for rank in range(2)
+    ]
+    os.close(write_end)
+    with os.fdopen(read_end, encoding="utf-8") as shared:
+        lines = shared.read().splitlines()
+    assert [rank.wait(timeout=60) for rank in ranks] == [0, 0]
+    assert len(lines) == 10000
+    assert set(lines) == {f"RANK{rank} " + "x" * 60 for rank in range(2)}

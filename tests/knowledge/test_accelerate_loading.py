@@ -64,7 +64,8 @@ try:
     outcome = {"calls": calls, "tensors": len(model.state_dict()), "equal": equal}
 except Exception as exc:
     outcome = {"error": f"{type(exc).__name__}: {exc}"}
-print(f"RANK{rank} " + json.dumps(outcome), flush=True)
+with open(f"rank{rank}.json", "w", encoding="utf-8") as out:  # ranks share stdout
+    json.dump(outcome, out)
 if "error" not in outcome:
     dist.destroy_process_group()
 """
@@ -75,10 +76,10 @@ def _outcomes(tmp_path, case: str) -> dict[int, dict]:
     script.write_text(LOAD, encoding="utf-8")
     run = run_ranks(script, 2, args=[case], timeout=120, cwd=tmp_path)
     found = {}
-    for line in run.stdout.splitlines():
-        if line.startswith("RANK"):
-            rank, text = line.split(" ", 1)
-            found[int(rank.removeprefix("RANK"))] = json.loads(text)
+    for rank in range(2):
+        written = tmp_path / f"rank{rank}.json"
+        if written.exists():
+            found[rank] = json.loads(written.read_text(encoding="utf-8"))
     assert 0 in found, run.stdout + run.stderr[-3000:]
     return found
 
