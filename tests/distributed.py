@@ -91,6 +91,28 @@ def run_ranks(
     return subprocess.CompletedProcess(command, code, out, err)
 
 
+def run_script(
+    folder: Path,
+    name: str,
+    text: str,
+    nproc: int,
+    args: Sequence[str] = (),
+    timeout: float = 120,
+    env: Mapping[str, str] | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Write ``text`` to ``folder/name`` and run it in ``folder`` on ``nproc`` ranks.
+
+    With ``check``, a run that does not exit 0 fails the test with the end of its stderr.
+    """
+    script = folder / name
+    script.write_text(text, encoding="utf-8")
+    run = run_ranks(script, nproc, args=args, timeout=timeout, env=env, cwd=folder)
+    if check:
+        assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
 def _children(pid: int) -> list[int]:
     """Every process whose parent is ``pid`` (from /proc; empty where there is none)."""
     found = []

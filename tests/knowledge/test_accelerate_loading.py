@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.distributed import run_ranks
+from tests.distributed import run_script
 from tests.knowledge.texts import flat, section
 
 fsdp_utils = pytest.importorskip("accelerate.utils.fsdp_utils")
@@ -72,9 +72,7 @@ if "error" not in outcome:
 
 
 def _outcomes(tmp_path, case: str) -> dict[int, dict]:
-    script = tmp_path / "load.py"
-    script.write_text(LOAD, encoding="utf-8")
-    run = run_ranks(script, 2, args=[case], timeout=120, cwd=tmp_path)
+    run = run_script(tmp_path, "load.py", LOAD, 2, args=[case])
     found = {}
     for rank in range(2):
         written = tmp_path / f"rank{rank}.json"

@@ -366,14 +366,11 @@ for step in range(2):
 @pytest.mark.parametrize("group", ["own", "parent"])
 def test_a_module_no_rank_runs_gets_no_gradient_and_one_some_ranks_run_fails(group, tmp_path):
     """fsdp-branch-on-some-ranks: skipped everywhere is harmless, skipped on one rank is not."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
-    script = tmp_path / "branch.py"
-    script.write_text(BRANCH, encoding="utf-8")
-    everywhere = run_ranks(script, 2, args=[group, "none"], timeout=120, cwd=tmp_path)
-    assert everywhere.returncode == 0, everywhere.stderr[-3000:]
+    everywhere = run_script(tmp_path, "branch.py", BRANCH, 2, args=[group, "none"], check=True)
     assert everywhere.stdout.count("B_GRAD None") == 2
-    some = run_ranks(script, 2, args=[group, "some"], timeout=120, cwd=tmp_path)
+    some = run_script(tmp_path, "branch.py", BRANCH, 2, args=[group, "some"])
     assert some.returncode != 0 and "B_GRAD" not in some.stdout, some.stdout[-2000:]
 
 
@@ -385,14 +382,12 @@ def test_reduce_scatter_unused_params_saves_a_branch_only_inside_a_group_every_r
     """fsdp-branch-on-some-ranks: torch 2.13's set_reduce_scatter_unused_params(True) lets one
     rank use a module the other skips when its parameters are in the parent's group; a
     module sharded as its own group still fails (its all-gather runs on one rank only)."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
     assert "Similar to DDP's ``find_unused_parameters``" in flat(
         fsdp.FSDPModule.set_reduce_scatter_unused_params.__doc__
     )
-    script = tmp_path / "branch.py"
-    script.write_text(BRANCH, encoding="utf-8")
-    run = run_ranks(script, 2, args=[group, "some", "reduce-unused"], timeout=120, cwd=tmp_path)
+    run = run_script(tmp_path, "branch.py", BRANCH, 2, args=[group, "some", "reduce-unused"])
     if trains:
         assert run.returncode == 0, run.stderr[-3000:]
         assert run.stdout.count("B_GRAD") == 2 and "B_GRAD None" not in run.stdout
@@ -457,13 +452,10 @@ def test_a_first_forward_under_inference_mode_breaks_training(api, tmp_path):
     """first-forward-under-inference-mode: evaluating first under inference_mode fails the
     training that follows (with the pitfall's signature); no_grad, or inference_mode after a
     training step, does not."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
-    script = tmp_path / "inference_first.py"
-    script.write_text(INFERENCE_FIRST, encoding="utf-8")
     for first, trains in (("inference_mode", False), ("no_grad", True), ("train", True)):
-        run = run_ranks(script, 2, args=[api, first], timeout=120, cwd=tmp_path)
-        assert run.returncode == 0, run.stderr[-3000:]
+        run = run_script(tmp_path, "first.py", INFERENCE_FIRST, 2, args=[api, first], check=True)
         assert ("TRAINED" in run.stdout) is trains, (first, run.stdout[-2000:])
         if not trains:
             _assert_signatures_match("first-forward-under-inference-mode", run.stdout, every=False)
@@ -510,12 +502,9 @@ def test_parameters_unfrozen_after_fsdp2s_first_forward_fail_under_mixed_precisi
     parameter of a fully_shard module frozen fails the backward after unfreezing (with the
     pitfall's signature), also for one module of several; a no_grad first forward, or no
     policy, trains with float32 gradients."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
-    script = tmp_path / "unfrozen_later.py"
-    script.write_text(UNFROZEN_LATER, encoding="utf-8")
-    run = run_ranks(script, 2, timeout=120, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_script(tmp_path, "unfrozen_later.py", UNFROZEN_LATER, 2, check=True)
     lines = {line.split()[0]: line for line in run.stdout.splitlines() if " " in line}
     for case in ("all_frozen", "one_module_frozen"):
         assert "FAILED RuntimeError" in lines[case], run.stdout[-2000:]
@@ -641,11 +630,9 @@ def test_per_rank_dtensor_files_merge_without_a_group_and_sharded_tensor_files_n
     import subprocess
     import sys
 
-    from tests.distributed import RANK_MAIN, quiet_env, run_ranks
+    from tests.distributed import RANK_MAIN, quiet_env, run_script
 
-    (tmp_path / "save.py").write_text(PER_RANK_SAVE, encoding="utf-8")
-    saved = run_ranks(tmp_path / "save.py", 2, timeout=120, cwd=tmp_path)
-    assert saved.returncode == 0, saved.stderr[-3000:]
+    saved = run_script(tmp_path, "save.py", PER_RANK_SAVE, 2, check=True)
     (tmp_path / "load.py").write_text(PER_RANK_LOAD, encoding="utf-8")
     loaded = subprocess.run(
         [sys.executable, str(RANK_MAIN), "load.py"],  # one Gloo rank: no teardown either
@@ -737,12 +724,9 @@ if rank == 0:  # one writer: the ranks' lines would interleave
 def test_grad_scalers_drift_apart_after_uneven_inputs_and_so_do_the_weights(tmp_path):
     """grad-scaler-scale-differs-across-ranks: the scales and the weights its cause quotes;
     the fix's example (agreeing on one scale) runs in the bundle tests."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
-    script = tmp_path / "scaler.py"
-    script.write_text(SCALER_AFTER_JOIN, encoding="utf-8")
-    run = run_ranks(script, 2, timeout=120, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_script(tmp_path, "scaler.py", SCALER_AFTER_JOIN, 2, check=True)
     assert "SCALES [8192.0, 32768.0] SAME False" in run.stdout, run.stdout
     assert (
         "Passing ``new_scale`` sets the new scale value manually"
@@ -892,14 +876,12 @@ def test_a_resume_with_uneven_shards_repeats_the_losses_only_with_each_ranks_rng
     """checkpointing, "The loss after a resume differs": on four ranks, shards of 3, 3, 3 and
     1 rows resume to the same losses to the last bit with the RNG states restored, and to
     others without them."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
-    script, folder = tmp_path / "resume.py", str(tmp_path / "ckpt")
-    script.write_text(RESUME, encoding="utf-8")
+    folder = str(tmp_path / "ckpt")
     losses = {}
     for mode in ("full", "with-rng", "without-rng"):
-        run = run_ranks(script, 4, args=[mode, folder], timeout=180, cwd=tmp_path)
-        assert run.returncode == 0, run.stderr[-3000:]
+        run = run_script(tmp_path, "resume.py", RESUME, 4, [mode, folder], timeout=180, check=True)
         assert "ROWS [3, 3, 3, 1]" in run.stdout
         found = re.findall(r"^LOSS (\d) (\S+)$", run.stdout, re.MULTILINE)
         losses[mode] = {int(step): value for step, value in found}
@@ -967,12 +949,9 @@ if dist.get_rank() == 0:
 @pytest.mark.slow
 def test_a_modules_own_parameter_joins_its_group_in_fsdp2_and_fsdp1(tmp_path):
     """fsdp2, "Bottom-up wrapping": a bare nn.Parameter of the root beside sharded blocks."""
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
-    script = tmp_path / "own.py"
-    script.write_text(OWN_PARAMETER, encoding="utf-8")
-    run = run_ranks(script, 2, timeout=120, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_script(tmp_path, "own.py", OWN_PARAMETER, 2, check=True)
     assert "FSDP2 ['pos'] DTensor (Shard(dim=0),) DTensor" in run.stdout
     assert "FSDP1 ['pos']" in run.stdout
     text = section("fsdp2", "Bottom-up wrapping")

@@ -21,7 +21,7 @@ import pytest
 import torch.distributed as dist
 
 from fsdp_skill import knowledge
-from tests.distributed import free_port, kill_tree, quiet_env, run_ranks
+from tests.distributed import free_port, kill_tree, quiet_env, run_script
 from tests.knowledge.texts import flat, guide, section
 from tests.signatures import recognises
 
@@ -342,9 +342,7 @@ except RuntimeError as error:
 
 def test_a_rank_waiting_for_the_main_process_fails_at_the_groups_timeout(tmp_path):
     """main-process-first-timeout: a barrier waits no longer than the group's timeout."""
-    script = tmp_path / "wait.py"
-    script.write_text(_WAIT_IN_BARRIER, encoding="utf-8")
-    result = run_ranks(script, 2, timeout=90, env=quiet_env())
+    result = run_script(tmp_path, "wait.py", _WAIT_IN_BARRIER, 2, timeout=90)
     assert "rank 1: " in result.stdout, result.stdout + result.stderr[-2000:]
     assert "Timed out waiting 3000ms for recv operation to complete" in result.stdout
     assert "rank 1: released" not in result.stdout
@@ -462,10 +460,7 @@ def test_a_gloo_barrier_takes_device_ids(tmp_path):
     source = inspect.getsource(dist.barrier)
     assert "not supported for the selected backend" not in source
     assert "opts.device = torch.device(device.type, device_ids[0])" in source
-    script = tmp_path / "barrier.py"
-    script.write_text(_BARRIER_WITH_DEVICE_IDS, encoding="utf-8")
-    result = run_ranks(script, 2, timeout=90, env=quiet_env())
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_script(tmp_path, "barrier.py", _BARRIER_WITH_DEVICE_IDS, 2, timeout=90, check=True)
     assert "rank 0: passed" in result.stdout and "rank 1: passed" in result.stdout
     cause = flat(knowledge.pitfall("barrier-device-ids-on-gloo").cause)
     assert "uses its first entry as the barrier's device, and the installed torch 2.13" in cause

@@ -92,20 +92,17 @@ def test_the_trainers_ddp_timeout_is_the_process_groups_timeout(tmp_path):
     path a GPU run takes)."""
     from datetime import timedelta
 
-    from tests.distributed import run_ranks
+    from tests.distributed import run_script
 
     field = transformers.TrainingArguments.__dataclass_fields__["ddp_timeout"]
     assert field.default == 1800
-    script = tmp_path / "timeout_probe.py"
-    script.write_text(TIMEOUT_PROBE, encoding="utf-8")
     cases = (
         ("77", "devices", timedelta(seconds=77)),
         ("default", "devices", timedelta(seconds=1800)),
         ("77", "use_cpu", timedelta(minutes=30)),  # Gloo's own default: ddp_timeout unused
     )
     for timeout, where, expected in cases:
-        run = run_ranks(script, 2, args=[timeout, where], timeout=180, cwd=tmp_path)
-        assert run.returncode == 0, run.stderr[-3000:]
+        run = run_script(tmp_path, "probe.py", TIMEOUT_PROBE, 2, [timeout, where], 180, check=True)
         assert f"TIMEOUT {expected}" in run.stdout, (timeout, where, run.stdout[-2000:])
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill import knowledge
-from tests.distributed import run_ranks
+from tests.distributed import run_script
 from tests.signatures import recognises
 
 pytest.importorskip("torch")
@@ -27,9 +27,7 @@ for layer in model:
 
 @pytest.mark.slow
 def test_sharding_a_child_after_its_root_fails_with_the_signature(tmp_path: Path):
-    script = tmp_path / "root_first.py"
-    script.write_text(ROOT_FIRST, encoding="utf-8")
-    result = run_ranks(script, 1, timeout=120, cwd=tmp_path)
+    result = run_script(tmp_path, "root_first.py", ROOT_FIRST, 1)
     assert result.returncode != 0
     pitfall = knowledge.pitfall("fully-shard-root-before-children")
     assert recognises(pitfall, result.stderr), result.stderr[-3000:]
@@ -88,9 +86,6 @@ dist.destroy_process_group()
 
 @pytest.mark.slow
 def test_stale_optimizer_and_unhooked_method_behave_as_the_pitfalls_say(tmp_path: Path):
-    script = tmp_path / "facts.py"
-    script.write_text(FACTS, encoding="utf-8")
-    result = run_ranks(script, 2, timeout=180, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result = run_script(tmp_path, "facts.py", FACTS, 2, timeout=180, check=True)
     assert "STEP_CHANGED False" in result.stdout
     assert "ENCODE_FAILED True" in result.stdout
