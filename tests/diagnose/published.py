@@ -10,6 +10,11 @@ name the pitfall for them. The texts are data, kept as posted.
 from __future__ import annotations
 
 PUBLISHED: dict[str, list[str]] = {
+    "fsdp1-auto-wrap-over-fsdp": [
+        # https://github.com/huggingface/accelerate/issues/1889 (the title: torch 2.0.1's wording)
+        "ValueError: Expected _orig_mod to NOT be FullyShardedDataParallel if using an "
+        "`auto_wrap_policy`",
+    ],
     "barrier-device-ids-on-gloo": [
         # https://github.com/huawei-noah/Efficient-Computing/issues/90 (Windows, torchrun)
         "RuntimeError: Function argument device_ids not supported for the selected backend gloo",
@@ -268,6 +273,17 @@ PUBLISHED: dict[str, list[str]] = {
 }
 
 NEAR_MISSES: dict[str, list[str]] = {
+    "fsdp1-auto-wrap-over-fsdp": [
+        # https://github.com/huggingface/peft/pull/2167: PEFT's policy found no class to wrap
+        "Exception: Could not find the transformer layer class to wrap in the model.",
+    ],
+    "fsdp1-process-group-and-device-mesh": [
+        # torch 2.13: the mesh alone, but 1-D for HYBRID_SHARD (hybrid-shard-needs-2d-mesh)
+        "ValueError: Expected device_mesh to have ndim=2 but got 1",
+        # torch 2.13: HYBRID_SHARD wrapped by hand with neither groups nor a mesh
+        "ValueError: Manual wrapping with ShardingStrategy.HYBRID_SHARD requires explicit "
+        "specification of process group or device_mesh.",
+    ],
     "debug-detail-on-some-ranks": [
         # https://github.com/vllm-project/vllm/issues/12526 (the title: a store wait, no wrapper)
         "Getting torch.distributed.DistStoreError: wait timeout after 600000ms on Multi GPU "

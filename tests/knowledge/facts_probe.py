@@ -478,6 +478,31 @@ def dcp_plain_tensor_per_rank() -> dict:
     return {kind: sorted({v[kind] for v in every}) for kind in values}
 
 
+def fsdp1_hybrid_mesh_with_auto_wrap() -> dict:
+    """fsdp1-process-group-and-device-mesh: HYBRID_SHARD on a 2-D mesh with an auto-wrap
+    policy (torch 2.2.0 raised "Cannot pass both process_group and device_mesh" here)."""
+    from torch.distributed.fsdp import ShardingStrategy
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    built: list[FSDP] = []
+
+    def train() -> None:
+        model = FSDP(
+            nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)),
+            device_mesh=mesh,
+            sharding_strategy=ShardingStrategy.HYBRID_SHARD,
+            auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+            device_id=torch.device("cpu"),
+        )
+        model(torch.randn(4, 8)).sum().backward()
+        built.append(model)
+
+    error = _error(train)
+    units = sum(isinstance(m, FSDP) for m in built[0].modules()) if built else 0
+    return {"error": error, "fsdp_units": units}
+
+
 CASES: dict[str, Callable[[], object]] = {
     "gloo_all_to_all": gloo_all_to_all,
     "mesh_slicing": mesh_slicing,
@@ -500,6 +525,7 @@ CASES: dict[str, Callable[[], object]] = {
     "ddp_two_forwards_one_backward": ddp_two_forwards_one_backward,
     "collectives_with_a_dimension_of_one": collectives_with_a_dimension_of_one,
     "dcp_plain_tensor_per_rank": dcp_plain_tensor_per_rank,
+    "fsdp1_hybrid_mesh_with_auto_wrap": fsdp1_hybrid_mesh_with_auto_wrap,
 }
 
 

@@ -169,6 +169,22 @@ def hybrid_shard_1d_mesh() -> None:
     )
 
 
+def fsdp1_process_group_and_mesh() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    mesh = init_device_mesh("cpu", (1,))
+    FSDP(nn.Linear(2, 2), process_group=dist.group.WORLD, device_mesh=mesh, device_id="cpu")
+
+
+def fsdp1_auto_wrap_over_compiled_fsdp() -> None:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    compiled = torch.compile(FSDP(nn.Linear(2, 2), device_id="cpu"))  # hides the FSDP unit
+    FSDP(compiled, auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), device_id="cpu")
+
+
 def static_graph_first_step_no_sync() -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -411,6 +427,8 @@ CASES: dict[str, Callable[[], None]] = {
     "scalar_parameter": scalar_parameter,
     "dcp_load_missing_key": dcp_load_missing_key,
     "hybrid_shard_1d_mesh": hybrid_shard_1d_mesh,
+    "fsdp1_process_group_and_mesh": fsdp1_process_group_and_mesh,
+    "fsdp1_auto_wrap_over_compiled_fsdp": fsdp1_auto_wrap_over_compiled_fsdp,
     "mesh_slice_unknown_name": mesh_slice_unknown_name,
     "mesh_group_unknown_name": mesh_group_unknown_name,
     "sharding_strategy_string": sharding_strategy_string,

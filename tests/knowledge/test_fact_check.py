@@ -609,3 +609,35 @@ def test_pages_agree_on_reshard_after_forward_defaults():
 def test_pages_agree_on_the_grad_scaler():
     """GradScaler with FSDP2, ShardedGradScaler with FSDP1: no page says otherwise."""
     _assert_grad_scaler_advice_is_consistent()
+
+
+@pytest.mark.slow
+def test_hsdp_with_a_mesh_and_an_auto_wrap_policy_trains(observed):
+    """fsdp1-process-group-and-device-mesh: since torch 2.2.1 the root hands its own groups to
+    the units it wraps only when no mesh was given, so a mesh with HYBRID_SHARD and a policy
+    trains (torch 2.2.0 raised "Cannot pass both process_group and device_mesh")."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    assert observed["fsdp1_hybrid_mesh_with_auto_wrap"] == {"error": None, "fsdp_units": 3}
+    source = inspect.getsource(FSDP.__init__)
+    assert "if sharding_strategy in HYBRID_SHARDING_STRATEGIES and device_mesh is None:" in source
+    text = _pitfall("fsdp1-process-group-and-device-mesh")
+    assert "torch 2.2.1 forwards the groups only when no mesh was given" in text
+    assert (
+        "The installed torch trains that configuration on four Gloo ranks with a 2x2 mesh" in text
+    )
+
+
+def test_auto_wrap_refuses_a_unit_inside_and_accelerate_looks_inside_a_compiled_model():
+    """fsdp1-auto-wrap-over-fsdp: the check torch runs before auto-wrapping, and accelerate's
+    test for an FSDP model behind torch.compile's wrapper (accelerate 0.23.0 and later)."""
+    from torch.distributed.fsdp import _wrap_utils
+
+    source = inspect.getsource(_wrap_utils._check_nested_wrapping)
+    assert "if _get_module_fsdp_state(module) is not None:" in source
+    accelerator = pytest.importorskip("accelerate.accelerator")
+    prepare = inspect.getsource(accelerator.Accelerator.prepare_model)
+    assert "is_compiled_module(model) and isinstance(model._orig_mod, FSDP)" in prepare
+    text = _pitfall("fsdp1-auto-wrap-over-fsdp")
+    assert "0.23.0 also looks inside a compiled module" in text
+    assert "holds the FSDP model as `_orig_mod`" in text
