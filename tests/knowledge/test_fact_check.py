@@ -128,6 +128,29 @@ def test_cpu_gradients_need_a_cpu_backend_to_clip(observed):
     for text in (_guide("cpu-offload"), _skill()):
         assert '"cpu:gloo,cuda:nccl"' in text
         assert "No backend type associated with device type cpu" in text
+    cause = _pitfall("cpu-tensor-on-nccl-group")
+    assert "the norm that `clip_grad_norm_` all-reduces across ranks is a CPU tensor" in cause
+
+
+def test_fsdp1_clips_on_the_compute_device_and_the_launch_names_the_pitfalls_use():
+    """cpu-tensor-on-nccl-group, device-mesh-device-index, global-rank-as-device-index: FSDP1's
+    clip_grad_norm_ computes its norms on the compute device, init_device_mesh's first argument
+    is named device_type, and torchrun takes both spellings of --nproc-per-node."""
+    from torch.distributed import run
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    clip = inspect.getsource(FSDP.clip_grad_norm_)
+    assert "self._zero_scalar, self.compute_device" in clip
+    assert "dist.all_reduce(total_norm, group=self.process_group)" in clip
+    assert "reduces its norm on the compute device" in _pitfall("cpu-tensor-on-nccl-group")
+    assert next(iter(inspect.signature(init_device_mesh).parameters)) == "device_type"
+    assert "its first argument, `device_type`" in _pitfall("device-mesh-device-index")
+    parser = inspect.getsource(run.get_args_parser)
+    assert '"--nproc-per-node"' in parser and '"--nproc_per_node"' in parser
+    assert "`--nproc_per_node`, the spelling torchrun also takes" in _pitfall(
+        "global-rank-as-device-index"
+    )
 
 
 @pytest.mark.slow
