@@ -649,6 +649,8 @@ def test_hsdp_with_a_mesh_and_an_auto_wrap_policy_trains(observed):
     assert (
         "The installed torch trains that configuration on four Gloo ranks with a 2x2 mesh" in text
     )
+    assert "groups over which to shard and replicate, respectively" in flat(FSDP.__doc__)
+    assert 'process_group=(mesh["shard"].get_group(), mesh["replicate"].get_group())' in text
 
 
 def test_auto_wrap_refuses_a_unit_inside_and_accelerate_looks_inside_a_compiled_model():
