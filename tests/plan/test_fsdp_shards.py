@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.torch]
 def _results(world: int) -> list[dict]:
     proc = run_ranks(SCRIPT, world, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # ranks share stdout, so lines can interleave: pick out each flat JSON object
+    # every rank prints its own RESULT lines: pick out each flat JSON object
     rows = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\})", proc.stdout)]
     runs = 4 + (1 if world == 4 else 0)  # at world size 4 also HSDP on a 2 x 2 mesh
     assert len(rows) == runs * world, proc.stdout[-2000:]
